@@ -1,0 +1,352 @@
+package cache
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// PoolKeys is one pool's objects of one rank: which pool, how it is split,
+// and the key suffixes of one page.
+type PoolKeys struct {
+	Pool        PoolName `json:"pool"`
+	Sharding    Sharding `json:"sharding"`
+	KeySuffixes []string `json:"keySuffixes"`
+}
+
+// RankDuty is what one SGLang rank does against L3.
+type RankDuty struct {
+	// GlobalRank is the rank's index among all ranks of the topology:
+	// replica × (pp × tp) + pp × tp + attention-DP group × attention-TP + attention-TP rank.
+	GlobalRank int `json:"globalRank"`
+	// TPRank is the attention-TP rank (the TP rank without DP attention).
+	TPRank int `json:"tpRank"`
+	// PPRank is the pipeline stage.
+	PPRank int `json:"ppRank"`
+	// DPRank is the attention-DP rank with DP attention, else the index of the
+	// data-parallel replica.
+	DPRank int `json:"dpRank"`
+	// Writes are the pools this rank backs up to L3 (L2 → L3).
+	Writes []PoolKeys `json:"writes"`
+	// Reads are the pools this rank prefetches from L3 (every rank reads).
+	Reads []PoolKeys `json:"reads"`
+	// Reason explains the duties in words.
+	Reason string `json:"reason"`
+}
+
+// HasDuties reports whether the rank writes anything to L3.
+func (r RankDuty) HasDuties() bool { return len(r.Writes) > 0 }
+
+// WritePools returns the names of the pools the rank writes, in order.
+func (r RankDuty) WritePools() []PoolName {
+	out := make([]PoolName, len(r.Writes))
+	for i, w := range r.Writes {
+		out[i] = w.Pool
+	}
+	return out
+}
+
+// WarningCode identifies a kind of plan warning.
+type WarningCode string
+
+const (
+	// WarnDraftShardsNotWritten: an MHA sidecar draft on a rank-replicated
+	// target with a backend other than Mooncake; SGLang's followers do not
+	// write their draft shards, so draft L3 hits miss on followers.
+	WarnDraftShardsNotWritten WarningCode = "DraftShardsNotWritten"
+	// WarnDSparkPipelineParallel: SGLang's DSpark launcher is reported to
+	// require pp_size == 1.
+	WarnDSparkPipelineParallel WarningCode = "DSparkPipelineParallel"
+)
+
+// Warning is something about a plan a person should know.
+type Warning struct {
+	Code WarningCode `json:"code"`
+	// Pools are the pools concerned, if any.
+	Pools   []PoolName `json:"pools,omitempty"`
+	Message string     `json:"message"`
+}
+
+// RankPlan is the per-rank L3 duty plan of a topology.
+type RankPlan struct {
+	Attention        AttentionKind `json:"attention"`
+	Backend          BackendType   `json:"backend"`
+	TensorParallel   int           `json:"tensorParallel"`
+	PipelineParallel int           `json:"pipelineParallel"`
+	AttentionTP      int           `json:"attentionTP"`
+	// AttentionDPGroups is the number of attention-DP groups per TP group.
+	AttentionDPGroups int `json:"attentionDPGroups"`
+	// Replicas is the number of data-parallel replicas without DP attention.
+	Replicas int        `json:"replicas"`
+	Ranks    []RankDuty `json:"ranks"`
+	Warnings []Warning  `json:"warnings,omitempty"`
+}
+
+// Plan computes, for every rank of a valid topology, the pools it writes to
+// and reads from L3 and why. It reproduces SGLang's rules:
+//
+//   - on a rank-replicated target (MLA, DSV4, hybrid Mamba over MLA) only
+//     attention-TP rank 0 of each (replica, PP stage, attention-DP group)
+//     writes the replicated pools (backup_skip = replicated and tp_rank != 0);
+//   - such a follower still writes its mamba shard, and its MHA draft /
+//     draft_swa shards when the backend is Mooncake; nothing else;
+//   - on an MHA target every rank writes every pool to its own keys;
+//   - every rank reads every pool: its own shard of rank-sharded pools, the
+//     single object of replicated pools.
+//
+// It returns an error naming the fields at fault when the topology is invalid.
+func Plan(t Topology) (RankPlan, error) {
+	if err := t.Validate(); err != nil {
+		return RankPlan{}, fmt.Errorf("cannot plan rank duties: %w", err)
+	}
+	attnTP := t.AttentionTP()
+	plan := RankPlan{
+		Attention:         t.Attention,
+		Backend:           t.Backend,
+		TensorParallel:    t.TensorParallel,
+		PipelineParallel:  t.PipelineParallel,
+		AttentionTP:       attnTP,
+		AttentionDPGroups: t.AttentionDPGroups(),
+		Replicas:          t.Replicas(),
+		Ranks:             make([]RankDuty, 0, t.TotalRanks()),
+	}
+	pools := t.objectPools()
+	replicatedTarget := t.Attention.RankReplicated()
+	for rep := 0; rep < plan.Replicas; rep++ {
+		for pp := 0; pp < t.PipelineParallel; pp++ {
+			for dpg := 0; dpg < plan.AttentionDPGroups; dpg++ {
+				for tp := 0; tp < attnTP; tp++ {
+					d := RankDuty{
+						GlobalRank: (rep*t.PipelineParallel+pp)*t.TensorParallel + dpg*attnTP + tp,
+						TPRank:     tp,
+						PPRank:     pp,
+						DPRank:     dpg,
+						Reads:      make([]PoolKeys, 0, len(pools)),
+					}
+					if !t.DPAttention {
+						d.DPRank = rep
+					}
+					leader := tp == 0 || !replicatedTarget
+					for _, p := range pools {
+						sh := t.PoolSharding(p)
+						keys := PoolKeys{Pool: p, Sharding: sh, KeySuffixes: KeySuffixes(SuffixInput{
+							Pool: p, Sharding: sh, TPRank: tp, PPRank: pp,
+							PipelineParallel: t.PipelineParallel, MambaConvBuffers: t.MambaConvBuffers,
+						})}
+						d.Reads = append(d.Reads, keys)
+						if leader || followerWrites(t, p, sh) {
+							d.Writes = append(d.Writes, keys)
+						}
+					}
+					d.Reason = dutyReason(t, d, leader)
+					plan.Ranks = append(plan.Ranks, d)
+				}
+			}
+		}
+	}
+	plan.Warnings = planWarnings(t)
+	return plan, nil
+}
+
+// followerWrites is SGLang's should_backup for a rank with backup_skip set.
+func followerWrites(t Topology, p PoolName, sh Sharding) bool {
+	switch {
+	case p == PoolMamba:
+		return true
+	case p == PoolDraft || p == PoolDraftSWA:
+		return sh == RankSharded && t.Backend == BackendMooncake
+	}
+	return false
+}
+
+func dutyReason(t Topology, d RankDuty, leader bool) string {
+	var b strings.Builder
+	switch {
+	case !t.Attention.RankReplicated() && t.AttentionTP() == 1:
+		b.WriteString("single attention-TP rank: writes every pool to its own keys")
+	case !t.Attention.RankReplicated():
+		b.WriteString("rank-sharded pools: every rank writes its own shard to rank-suffixed keys")
+	case leader && t.AttentionTP() == 1:
+		b.WriteString("single attention-TP rank: writes every pool")
+	case leader:
+		b.WriteString("attention-TP rank 0 writes the replicated pools for its group (backup_skip is off only on rank 0)")
+		if len(d.Writes) > 0 && hasSharded(d.Writes) {
+			b.WriteString(" and its own shards of the rank-sharded ones")
+		}
+	case !d.HasDuties():
+		b.WriteString("follower: replicated pools are written by attention-TP rank 0; no duties — it acknowledges every backup and succeeds vacuously")
+	default:
+		fmt.Fprintf(&b, "follower: writes its own shards of %s; replicated pools are written by attention-TP rank 0", joinPools(poolsOf(d.Writes)))
+	}
+	if t.PipelineParallel > 1 {
+		fmt.Fprintf(&b, "; PP stage %d owns its layer slice", d.PPRank)
+	}
+	return b.String()
+}
+
+func hasSharded(ks []PoolKeys) bool {
+	return slices.ContainsFunc(ks, func(k PoolKeys) bool { return k.Sharding == RankSharded })
+}
+
+func planWarnings(t Topology) []Warning {
+	var out []Warning
+	if t.Attention.RankReplicated() && t.Draft.Placement == DraftPlacementSidecar &&
+		t.Draft.HostPoolKind == HostPoolMHA && t.Backend != BackendMooncake && t.AttentionTP() > 1 {
+		var missing []PoolName
+		for _, p := range t.Draft.Pools {
+			if p == PoolDraft || p == PoolDraftSWA {
+				missing = append(missing, p)
+			}
+		}
+		out = append(out, Warning{
+			Code:  WarnDraftShardsNotWritten,
+			Pools: missing,
+			Message: fmt.Sprintf("the %s sidecar draft has an MHA host pool on a rank-replicated %s target: with the %s backend SGLang's followers (attention-TP ranks 1..%d) do not write their %s shards, so draft L3 hits miss on them; use Mooncake to persist every shard",
+				t.Draft.Algorithm, t.Attention, t.Backend, t.AttentionTP()-1, joinPools(missing)),
+		})
+	}
+	if t.Draft.Algorithm == DraftDSPARK && t.PipelineParallel > 1 {
+		out = append(out, Warning{
+			Code:    WarnDSparkPipelineParallel,
+			Message: fmt.Sprintf("SGLang's DSpark launcher is reported to require --pp-size 1; this topology has pipelineParallel %d", t.PipelineParallel),
+		})
+	}
+	return out
+}
+
+func poolsOf(ks []PoolKeys) []PoolName {
+	out := make([]PoolName, len(ks))
+	for i, k := range ks {
+		out[i] = k.Pool
+	}
+	return out
+}
+
+func joinPools(ps []PoolName) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = string(p)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Summary is a one-line human description of who writes what, e.g.
+// "TP0 writes kv, indexer; 7 followers: no duties (replicated)". Every
+// (replica, PP stage, attention-DP group) has the same shape, so the first
+// group stands for all.
+func (p RankPlan) Summary() string {
+	if len(p.Ranks) == 0 {
+		return "no ranks"
+	}
+	group := p.Ranks[:min(p.AttentionTP, len(p.Ranks))]
+	leader := poolsOf(group[0].Writes)
+	followers := group[1:]
+	var b strings.Builder
+	if n := p.PipelineParallel * p.AttentionDPGroups * p.Replicas; n > 1 {
+		fmt.Fprintf(&b, "in each of %d groups (%s): ", n, groupShape(p))
+	}
+	allSame := len(followers) > 0
+	for _, f := range followers {
+		if !slices.Equal(poolsOf(f.Writes), leader) {
+			allSame = false
+			break
+		}
+	}
+	switch {
+	case len(leader) == 0:
+		b.WriteString("TP0 writes nothing")
+	case allSame:
+		fmt.Fprintf(&b, "all %d ranks write their own keys of %s", len(group), joinPools(leader))
+	default:
+		fmt.Fprintf(&b, "TP0 writes %s", joinPools(leader))
+	}
+	if len(followers) > 0 && !allSame {
+		// Group followers by what they write (they are normally uniform).
+		type bucket struct {
+			pools []PoolName
+			n     int
+		}
+		var buckets []bucket
+		for _, f := range followers {
+			ps := poolsOf(f.Writes)
+			i := slices.IndexFunc(buckets, func(bk bucket) bool { return slices.Equal(bk.pools, ps) })
+			if i < 0 {
+				buckets = append(buckets, bucket{pools: ps})
+				i = len(buckets) - 1
+			}
+			buckets[i].n++
+		}
+		for _, bk := range buckets {
+			noun := "followers"
+			if bk.n == 1 {
+				noun = "follower"
+			}
+			if len(bk.pools) == 0 {
+				fmt.Fprintf(&b, "; %d %s: no duties (replicated)", bk.n, noun)
+			} else {
+				fmt.Fprintf(&b, "; %d %s write %s", bk.n, noun, joinPools(bk.pools))
+			}
+		}
+	}
+	if len(p.Warnings) == 1 {
+		b.WriteString(" (1 warning)")
+	} else if len(p.Warnings) > 1 {
+		fmt.Fprintf(&b, " (%d warnings)", len(p.Warnings))
+	}
+	return b.String()
+}
+
+func groupShape(p RankPlan) string {
+	var parts []string
+	if p.Replicas > 1 {
+		parts = append(parts, fmt.Sprintf("%d replicas", p.Replicas))
+	}
+	if p.PipelineParallel > 1 {
+		parts = append(parts, fmt.Sprintf("%d PP stages", p.PipelineParallel))
+	}
+	if p.AttentionDPGroups > 1 {
+		parts = append(parts, fmt.Sprintf("%d attention-DP groups", p.AttentionDPGroups))
+	}
+	return strings.Join(parts, " × ")
+}
+
+// WriteTable writes the plan as an aligned table, one row per rank, followed
+// by the warnings.
+func (p RankPlan) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RANK\tTP\tPP\tDP\tWRITES\tREADS\tREASON")
+	for _, r := range p.Ranks {
+		writes := "-"
+		if len(r.Writes) > 0 {
+			writes = describeKeys(r.Writes)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\n", r.GlobalRank, r.TPRank, r.PPRank, r.DPRank,
+			writes, joinPools(poolsOf(r.Reads)), r.Reason)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, wn := range p.Warnings {
+		if _, err := fmt.Fprintf(w, "warning (%s): %s\n", wn.Code, wn.Message); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func describeKeys(ks []PoolKeys) string {
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		parts[i] = string(k.Pool) + " " + strings.Join(k.KeySuffixes, ",")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// String renders the plan as a table (see WriteTable).
+func (p RankPlan) String() string {
+	var b strings.Builder
+	_ = p.WriteTable(&b)
+	return b.String()
+}
