@@ -1,0 +1,219 @@
+// Package localcluster runs a local Kubernetes control plane for integration tests and the
+// local demo: etcd and kube-apiserver through controller-runtime's envtest, plus
+// kube-controller-manager, kube-scheduler and kwok as subprocesses, and fake GPU nodes that
+// kwok keeps Ready. Pods created on it are scheduled by the real scheduler (which counts
+// nvidia.com/gpu), owned objects are garbage-collected by the real controller-manager, and
+// kwok marks bound pods Running and Ready.
+//
+// Every binary comes from the repository's bin/ directory, built by hack/tools.sh; Start
+// never builds anything. Every server listens on 127.0.0.1 only.
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Options configures Start. The zero value starts the full cluster with DefaultNodes in a
+// temporary directory, with binaries from the repository's bin/.
+type Options struct {
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok.
+	// Empty means bin/ of the repository that contains the working directory.
+	BinDir string
+	// StageDir holds the kwok Stage files (every *.yaml in it is passed to kwok).
+	// Empty means hack/kwok/ of the repository that contains the working directory.
+	StageDir string
+	// CRDDirectoryPaths are files or directories of CustomResourceDefinitions to install
+	// before Start returns. A path that does not exist is an error.
+	CRDDirectoryPaths []string
+	// APIServerOnly starts etcd and kube-apiserver only: no controller-manager, scheduler,
+	// kwok or nodes. Enough for tests that only read and write objects; about 4 s faster.
+	APIServerOnly bool
+	// Nodes are the fake nodes to create. Empty means DefaultNodes().
+	Nodes []NodeSpec
+	// Dir receives the data, certificates, kubeconfigs and logs (logs/<component>.log) of
+	// this cluster. Empty means a new temporary directory, which Stop removes unless KeepDir
+	// is set. A directory given here is never removed by Stop.
+	Dir string
+	// KeepDir keeps a temporary Dir after Stop, for reading the logs.
+	KeepDir bool
+	// Timeout bounds the whole start. Zero means two minutes.
+	Timeout time.Duration
+	// Progress, when set, receives one line per start step.
+	Progress io.Writer
+}
+
+// Cluster is a running local control plane. Stop it when done.
+type Cluster struct {
+	dir        string
+	removeDir  bool
+	env        *envtest.Environment
+	config     *rest.Config
+	kubeconfig []byte
+	client     kubernetes.Interface
+	components []*component
+	logFiles   []*os.File
+	nodes      []string
+	progress   io.Writer
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+const (
+	defaultTimeout = 2 * time.Minute
+	// tempDirPrefix names the temporary directories of clusters; stale ones are reaped.
+	tempDirPrefix = "hicache-localcluster-"
+	ownerFile     = "owner.pid"
+)
+
+// Start runs a local cluster as Options says and returns when it is usable: the API server
+// answers, CRDs are installed, and (unless APIServerOnly) the controller-manager and
+// scheduler are healthy and every node is Ready without the not-ready taint. On error,
+// everything started so far is stopped again.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = defaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	paths, err := resolvePaths(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := paths.check(!opts.APIServerOnly); err != nil {
+		return nil, err
+	}
+
+	c := &Cluster{progress: opts.Progress}
+	if err := c.makeDir(opts); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = c.Stop()
+		}
+	}()
+
+	began := time.Now()
+	if err := c.startAPIServer(ctx, paths, opts.CRDDirectoryPaths); err != nil {
+		return nil, err
+	}
+	c.logf("API server ready at %s after %s", c.config.Host, time.Since(began).Round(time.Millisecond))
+	if !opts.APIServerOnly {
+		if err := c.startNodeSide(ctx, paths, opts.Nodes); err != nil {
+			return nil, err
+		}
+		c.logf("cluster ready with %d nodes after %s", len(c.nodes), time.Since(began).Round(time.Millisecond))
+	}
+	ok = true
+	return c, nil
+}
+
+// Config returns a copy of the admin (system:masters) client configuration.
+func (c *Cluster) Config() *rest.Config { return rest.CopyConfig(c.config) }
+
+// Kubeconfig returns the admin kubeconfig, with certificates embedded.
+func (c *Cluster) Kubeconfig() []byte { return append([]byte(nil), c.kubeconfig...) }
+
+// WriteKubeconfig writes the admin kubeconfig to path with mode 0600.
+func (c *Cluster) WriteKubeconfig(path string) error {
+	if err := os.WriteFile(path, c.kubeconfig, 0o600); err != nil {
+		return fmt.Errorf("write the kubeconfig of the local cluster: %w", err)
+	}
+	return nil
+}
+
+// Dir is the directory of this cluster's data, certificates, kubeconfigs and logs. Every
+// process of the cluster has it in its command line.
+func (c *Cluster) Dir() string { return c.dir }
+
+// LogDir holds one <component>.log per process: etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler, kwok.
+func (c *Cluster) LogDir() string { return filepath.Join(c.dir, "logs") }
+
+// NodeNames lists the fake nodes Start created, in order.
+func (c *Cluster) NodeNames() []string { return append([]string(nil), c.nodes...) }
+
+// Stop stops every process of the cluster (each in its own process group, SIGTERM then
+// SIGKILL) and removes a temporary Dir unless Options.KeepDir. It is safe to call twice.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() {
+		var errs []error
+		// The node side first, so nothing reacts to the API server going away.
+		for i := len(c.components) - 1; i >= 0; i-- {
+			if err := c.components[i].stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if c.env != nil {
+			if err := c.env.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stop etcd and kube-apiserver: %w", err))
+			}
+		}
+		for _, f := range c.logFiles {
+			_ = f.Close()
+		}
+		if c.removeDir && c.dir != "" {
+			if err := os.RemoveAll(c.dir); err != nil {
+				errs = append(errs, fmt.Errorf("remove the cluster directory: %w", err))
+			}
+		}
+		c.stopErr = errors.Join(errs...)
+	})
+	return c.stopErr
+}
+
+func (c *Cluster) makeDir(opts Options) error {
+	if opts.Dir != "" {
+		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+			return fmt.Errorf("create the cluster directory: %w", err)
+		}
+		dir, err := filepath.Abs(opts.Dir)
+		if err != nil {
+			return fmt.Errorf("resolve the cluster directory: %w", err)
+		}
+		c.dir = dir
+	} else {
+		reapStaleClusters(os.TempDir())
+		dir, err := os.MkdirTemp("", tempDirPrefix)
+		if err != nil {
+			return fmt.Errorf("create a temporary cluster directory: %w", err)
+		}
+		c.dir = dir
+		c.removeDir = !opts.KeepDir
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		return fmt.Errorf("record the owner of the cluster directory: %w", err)
+	}
+	return os.MkdirAll(c.LogDir(), 0o700)
+}
+
+func (c *Cluster) openLog(name string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(c.LogDir(), name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the log file of %s: %w", name, err)
+	}
+	c.logFiles = append(c.logFiles, f)
+	return f, nil
+}
+
+func (c *Cluster) logf(format string, args ...any) {
+	if c.progress != nil {
+		_, _ = fmt.Fprintf(c.progress, "localcluster: "+format+"\n", args...)
+	}
+}
