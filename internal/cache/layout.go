@@ -112,7 +112,7 @@ func Facts(t Topology, s Settings) LayoutFacts {
 	f[FactKVCacheDType] = orDefault(s.KVCacheDType, "auto")
 	layout := orDefault(s.HostMemLayout, "page_first")
 	f[FactHostMemLayout] = layout
-	f[FactPPSize] = strconv.Itoa(t.PipelineParallel)
+	f[FactPPSize] = strconv.Itoa(max(t.PipelineParallel, 1))
 
 	splitHeads := s.TPLCMSize > 0 && layout == "page_head"
 	for _, p := range t.objectPools() {
