@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // FailPodLabel, set to "true" on a pod, makes kwok fail it (hack/kwok/pod-fail.yaml): once
