@@ -1,0 +1,66 @@
+# hicache-operator. `make help` lists the targets.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+BIN := $(CURDIR)/bin
+CONTROLLER_GEN := $(BIN)/controller-gen
+HELM := $(BIN)/helm
+export KUBEBUILDER_ASSETS := $(BIN)
+
+GO_TEST_FLAGS ?= -count=1
+TEST_TIMEOUT ?= 40m
+
+.PHONY: help
+help: ## Show the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-14s %s\n", $$1, $$2}'
+
+##@ Development
+
+.PHONY: tools
+tools: ## Build the pinned toolchain into bin/ (control plane, kwok, helm, controller-gen; cached)
+	hack/tools.sh
+
+.PHONY: generate
+generate: ## Regenerate deepcopy, CRDs, RBAC and the chart's copies of them
+	hack/tools.sh controller-gen
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	$(CONTROLLER_GEN) crd rbac:roleName=manager-role \
+	  paths=./api/... paths=./controllers/... \
+	  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	hack/sync-chart.sh
+
+.PHONY: verify
+verify: ## Fail if generated code, go.mod or formatting drift from the sources
+	hack/verify.sh
+
+.PHONY: build
+build: ## Build the manager and the kubectl plugin into bin/
+	go build -o $(BIN)/manager ./cmd/manager
+	go build -o $(BIN)/kubectl-hicache ./cmd/kubectl-hicache
+
+.PHONY: unit
+unit: ## Unit tests: pure logic, no cluster
+	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /test/ -e /internal/localcluster -e /controllers)
+
+.PHONY: test
+test: ## Every test: unit, integration (real kube-apiserver, etcd, scheduler, kwok, Mooncake master), e2e
+	hack/test.sh
+
+##@ Local cluster
+
+.PHONY: local-up
+local-up: ## Start the local control plane with simulated GPU nodes
+	hack/local-up.sh
+
+.PHONY: local-down
+local-down: ## Stop the local control plane
+	hack/local-down.sh
+
+.PHONY: demo
+demo: ## Local control plane + simulated GPU nodes + Mooncake master + the operator + samples
+	hack/demo.sh
+
+.PHONY: demo-down
+demo-down: ## Stop the demo
+	hack/demo.sh down

@@ -1,0 +1,274 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BackendType is the kind of L3 store.
+// +kubebuilder:validation:Enum=Mooncake
+type BackendType string
+
+// BackendMooncake is a Mooncake distributed store.
+const BackendMooncake BackendType = "Mooncake"
+
+// CacheBackendSpec is the desired state of a CacheBackend.
+// +kubebuilder:validation:XValidation:rule="self.type != 'Mooncake' || has(self.mooncake)",message="spec.mooncake is required when spec.type is Mooncake"
+type CacheBackendSpec struct {
+	// type is the kind of store.
+	// +kubebuilder:default=Mooncake
+	// +optional
+	Type BackendType `json:"type,omitempty"`
+
+	// mooncake configures a Mooncake store.
+	// +optional
+	Mooncake *MooncakeSpec `json:"mooncake,omitempty"`
+}
+
+// MooncakeSpec is a Mooncake store: one the operator runs (managed) or one that exists (external).
+// +kubebuilder:validation:XValidation:rule="has(self.managed) != has(self.external)",message="spec.mooncake: set exactly one of managed (the operator runs the master) or external (an existing master)"
+type MooncakeSpec struct {
+	// managed makes the operator run the Mooncake master (and optionally store pods).
+	// +optional
+	Managed *ManagedMooncake `json:"managed,omitempty"`
+
+	// external points at an existing Mooncake master.
+	// +optional
+	External *ExternalMooncake `json:"external,omitempty"`
+
+	// multiTenant runs (or expects) the master with --enable_multi_tenants, so that a flush may
+	// target one tenant.
+	// +optional
+	MultiTenant bool `json:"multiTenant,omitempty"`
+
+	// metadataServer is the transfer-engine metadata server clients use.
+	// +kubebuilder:default=P2PHANDSHAKE
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	MetadataServer string `json:"metadataServer,omitempty"`
+}
+
+// ManagedMooncake is a Mooncake master the operator runs.
+type ManagedMooncake struct {
+	// image runs mooncake_master (and mooncake_store_service for store pods).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// version is the Mooncake version the image carries, for display and compatibility checks.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// rpcPort is the master's RPC port (--rpc_port).
+	// +kubebuilder:default=50051
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	RPCPort int32 `json:"rpcPort,omitempty"`
+
+	// adminPort is the master's admin and metrics HTTP port (--metrics_port).
+	// +kubebuilder:default=9003
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	AdminPort int32 `json:"adminPort,omitempty"`
+
+	// evictionHighWatermarkRatio is the used fraction of the store that starts eviction.
+	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
+	// +kubebuilder:validation:MaxLength=8
+	// +optional
+	EvictionHighWatermarkRatio string `json:"evictionHighWatermarkRatio,omitempty"`
+
+	// evictionRatio is the fraction of the store one eviction frees.
+	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
+	// +kubebuilder:validation:MaxLength=8
+	// +optional
+	EvictionRatio string `json:"evictionRatio,omitempty"`
+
+	// leaseTTLMillis is how long a read object is protected from removal (--default_kv_lease_ttl).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600000
+	// +optional
+	LeaseTTLMillis int64 `json:"leaseTTLMillis,omitempty"`
+
+	// resources of the master pod.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// store runs dedicated store pods that lend memory to the store, so that serving pods can be
+	// pure clients.
+	// +optional
+	Store *StorePods `json:"store,omitempty"`
+}
+
+// StorePods are dedicated Mooncake store pods.
+type StorePods struct {
+	// replicas is the number of store pods.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=256
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// segmentSize is the memory each store pod lends to the store.
+	// +required
+	SegmentSize resource.Quantity `json:"segmentSize"`
+
+	// resources of each store pod; memory must cover segmentSize.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// ExternalMooncake is an existing Mooncake master.
+type ExternalMooncake struct {
+	// rpcAddress is the master's RPC address, host:port.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$`
+	// +required
+	RPCAddress string `json:"rpcAddress"`
+
+	// adminURL is the master's admin HTTP base URL, e.g. http://mooncake-master:9003.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^https?://[^\s/]+(/.*)?$`
+	// +required
+	AdminURL string `json:"adminURL"`
+}
+
+// CacheBackend condition types and reasons.
+const (
+	// ConditionMasterReachable is True when the master's admin API answers.
+	ConditionMasterReachable = "MasterReachable"
+	// ConditionServiceReady is True when the master reports service_ready.
+	ConditionServiceReady = "ServiceReady"
+
+	ReasonMasterReachable   = "MasterReachable"
+	ReasonMasterUnreachable = "MasterUnreachable"
+	ReasonMasterNotDeployed = "MasterNotDeployed"
+	ReasonServiceReady      = "ServiceReady"
+	ReasonServiceNotReady   = "ServiceNotReady"
+	ReasonHealthy           = "Healthy"
+)
+
+// CacheBackendStatus is the observed state of a CacheBackend.
+type CacheBackendStatus struct {
+	// conditions: Ready, MasterReachable, ServiceReady.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// endpoints are the addresses serving pods use.
+	// +optional
+	Endpoints *BackendEndpoints `json:"endpoints,omitempty"`
+
+	// capacityBytes is the memory the store has.
+	// +optional
+	CapacityBytes int64 `json:"capacityBytes,omitempty"`
+
+	// usedBytes is the memory the store's objects use.
+	// +optional
+	UsedBytes int64 `json:"usedBytes,omitempty"`
+
+	// usage is usedBytes of capacityBytes, for display.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Usage string `json:"usage,omitempty"`
+
+	// keyCount is the number of objects in the store.
+	// +optional
+	KeyCount int64 `json:"keyCount,omitempty"`
+
+	// version is the Mooncake version the master reports.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// lastProbeTime is when the master was last asked.
+	// +optional
+	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
+
+	// namespaces are the key prefixes in use and the deployments that use each.
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=map
+	// +listMapKey=namespace
+	// +optional
+	Namespaces []NamespaceUsage `json:"namespaces,omitempty"`
+}
+
+// BackendEndpoints are the addresses of a store.
+type BackendEndpoints struct {
+	// rpcAddress is the master's RPC address, host:port (MOONCAKE_MASTER).
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	RPCAddress string `json:"rpcAddress,omitempty"`
+
+	// adminURL is the master's admin HTTP base URL.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	AdminURL string `json:"adminURL,omitempty"`
+
+	// metadataServer is the transfer-engine metadata server.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	MetadataServer string `json:"metadataServer,omitempty"`
+}
+
+// NamespaceUsage is one key prefix in a store and who writes or reads it.
+type NamespaceUsage struct {
+	// namespace is the key prefix (extra_backend_tag).
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Namespace string `json:"namespace"`
+
+	// deployments are the HiCacheDeployments that use it.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=set
+	// +optional
+	Deployments []string `json:"deployments,omitempty"`
+}
+
+// CacheBackend is a shared L3 store for HiCache: a Mooncake master the operator runs, or one that
+// exists.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=cb,categories=hicache
+// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Keys",type=integer,JSONPath=`.status.keyCount`
+// +kubebuilder:printcolumn:name="Used",type=string,JSONPath=`.status.usage`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`,priority=1
+// +kubebuilder:printcolumn:name="Master",type=string,JSONPath=`.status.endpoints.rpcAddress`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type CacheBackend struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state.
+	// +required
+	Spec CacheBackendSpec `json:"spec"`
+
+	// status is the observed state.
+	// +optional
+	Status CacheBackendStatus `json:"status,omitempty"`
+}
+
+// CacheBackendList is a list of CacheBackends.
+// +kubebuilder:object:root=true
+type CacheBackendList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CacheBackend `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CacheBackend{}, &CacheBackendList{})
+}

@@ -1,0 +1,684 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Profile names a built-in model architecture whose cache facts (attention kind, pools, which
+// drafts are packed) the operator knows.
+// +kubebuilder:validation:Enum=DeepSeekV3;DeepSeekV32;DeepSeekV4;KimiK2;KimiK3;GLM5;Qwen3;Qwen3Next;Llama3;GptOss
+type Profile string
+
+// AttentionKind is how a model's attention KV is shaped, which decides whether its KV pools are
+// split across tensor-parallel ranks (MHA) or identical on every rank (MLA).
+// +kubebuilder:validation:Enum=MHA;MLA;DSV4;HybridMambaMHA;HybridMambaMLA
+type AttentionKind string
+
+// The attention kinds.
+const (
+	AttentionMHA            AttentionKind = "MHA"
+	AttentionMLA            AttentionKind = "MLA"
+	AttentionDSV4           AttentionKind = "DSV4"
+	AttentionHybridMambaMHA AttentionKind = "HybridMambaMHA"
+	AttentionHybridMambaMLA AttentionKind = "HybridMambaMLA"
+)
+
+// DraftAlgorithm is SGLang's --speculative-algorithm.
+// +kubebuilder:validation:Enum=EAGLE;EAGLE3;NEXTN;STANDALONE;NGRAM;DFLASH;DSPARK
+type DraftAlgorithm string
+
+// HostPoolKind is the kind of host memory pool a draft model's cache uses.
+// +kubebuilder:validation:Enum=MHA;MLA
+type HostPoolKind string
+
+// PoolName names an extra KV pool a model keeps beside its main KV.
+// +kubebuilder:validation:Enum=indexer;swa;mamba
+type PoolName string
+
+// HiCacheDeploymentSpec is the desired state of a HiCacheDeployment.
+// +kubebuilder:validation:XValidation:rule="has(self.profile) || has(self.topology.attention)",message="set spec.profile to a built-in architecture (e.g. DeepSeekV4, Qwen3) or spec.topology.attention to describe the model"
+// +kubebuilder:validation:XValidation:rule="!has(self.hicache.hostMemoryMode) || self.hicache.hostMemoryMode != 'buffer_only' || has(self.storage)",message="spec.hicache.hostMemoryMode buffer_only keeps no KV in host memory and needs an L3 store: set spec.storage.backendRef"
+type HiCacheDeploymentSpec struct {
+	// model is the served model.
+	// +required
+	Model ModelSpec `json:"model"`
+
+	// sglang is the SGLang server image and the version line it runs.
+	// +optional
+	SGLang SGLangSpec `json:"sglang,omitempty"`
+
+	// profile is a built-in architecture that fills in the topology facts (attention kind,
+	// extra pools, how drafts are stored). Fields set in spec.topology override it.
+	// +optional
+	Profile Profile `json:"profile,omitempty"`
+
+	// topology is how the model is split across GPUs and nodes, and its speculative draft.
+	// +kubebuilder:default={tensorParallel: 1, pipelineParallel: 1, dataParallel: 1, gpusPerNode: 8}
+	// +optional
+	Topology TopologySpec `json:"topology,omitempty"`
+
+	// hicache are the hierarchical cache settings: host memory (L2) and the policies between tiers.
+	// +kubebuilder:default={}
+	// +optional
+	HiCache HiCacheSpec `json:"hicache,omitempty"`
+
+	// storage is the shared L3 store and how this deployment's objects are namespaced in it.
+	// Without it the cache stops at host memory.
+	// +optional
+	Storage *StorageSpec `json:"storage,omitempty"`
+
+	// replicas is the number of serving groups. Each group is one SGLang server spanning
+	// one or more nodes.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1024
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// resources are the CPU and memory of each rank pod. GPUs are added from the topology.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// template overrides parts of every rank pod.
+	// +optional
+	Template PodOverrides `json:"template,omitempty"`
+
+	// rollout is how a change of spec reaches the serving groups.
+	// +kubebuilder:default={maxUnavailable: 1}
+	// +optional
+	Rollout RolloutSpec `json:"rollout,omitempty"`
+}
+
+// ModelSpec names the model a deployment serves.
+type ModelSpec struct {
+	// path is the model path or hub id passed to --model-path.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	Path string `json:"path"`
+
+	// servedName is the name the API serves the model under (--served-model-name). It is also
+	// part of every L3 key. Defaults to path.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	ServedName string `json:"servedName,omitempty"`
+
+	// revision is the model's revision (a commit or tag). A change of revision changes the bytes
+	// behind every L3 key.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Revision string `json:"revision,omitempty"`
+
+	// quantization is the weight quantization (--quantization), e.g. fp8.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-z0-9_-]*$`
+	// +optional
+	Quantization string `json:"quantization,omitempty"`
+}
+
+// SGLangSpec is the SGLang server image.
+type SGLangSpec struct {
+	// image is the SGLang server image.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// versionLine is the SGLang release line the image runs, e.g. "0.5". A new line may store
+	// cache objects differently, so it is a layout fact.
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[0-9]+\.[0-9]+$`
+	// +optional
+	VersionLine string `json:"versionLine,omitempty"`
+}
+
+// TopologySpec describes how the model is split across GPUs.
+// +kubebuilder:validation:XValidation:rule="(self.tensorParallel * self.pipelineParallel) % self.gpusPerNode == 0 || self.gpusPerNode % (self.tensorParallel * self.pipelineParallel) == 0",message="spec.topology: tensorParallel x pipelineParallel must be a multiple or a divisor of gpusPerNode, so that every node runs whole ranks"
+// +kubebuilder:validation:XValidation:rule="!has(self.dpAttention) || !self.dpAttention || (self.dataParallel > 1 && self.tensorParallel % self.dataParallel == 0)",message="spec.topology.dpAttention needs dataParallel > 1 dividing tensorParallel (attention data parallelism splits the tensor-parallel group)"
+type TopologySpec struct {
+	// tensorParallel is the tensor-parallel size (--tp-size).
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	// +optional
+	TensorParallel int32 `json:"tensorParallel,omitempty"`
+
+	// pipelineParallel is the pipeline-parallel size (--pp-size).
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	PipelineParallel int32 `json:"pipelineParallel,omitempty"`
+
+	// dataParallel is the data-parallel size (--dp-size).
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	// +optional
+	DataParallel int32 `json:"dataParallel,omitempty"`
+
+	// dpAttention turns on data-parallel attention (--enable-dp-attention): the tensor-parallel
+	// group is split into dataParallel attention groups, each with its own attention rank 0.
+	// +optional
+	DPAttention bool `json:"dpAttention,omitempty"`
+
+	// gpusPerNode is the number of GPUs each rank pod uses.
+	// +kubebuilder:default=8
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	// +optional
+	GPUsPerNode int32 `json:"gpusPerNode,omitempty"`
+
+	// attention overrides the profile's attention kind.
+	// +optional
+	Attention AttentionKind `json:"attention,omitempty"`
+
+	// pools overrides the profile's extra KV pools beside the main KV.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=set
+	// +optional
+	Pools []PoolName `json:"pools,omitempty"`
+
+	// draft is the speculative-decoding draft.
+	// +optional
+	Draft *DraftSpec `json:"draft,omitempty"`
+}
+
+// DraftSpec is a speculative-decoding draft.
+// +kubebuilder:validation:XValidation:rule="!(self.algorithm in ['EAGLE3', 'STANDALONE', 'DFLASH', 'DSPARK']) || has(self.modelPath)",message="spec.topology.draft.modelPath is required: this speculative algorithm runs a separate draft checkpoint"
+// +kubebuilder:validation:XValidation:rule="self.algorithm != 'NGRAM' || !has(self.modelPath)",message="spec.topology.draft.modelPath must be empty for NGRAM, which drafts from the prompt and needs no model"
+type DraftSpec struct {
+	// algorithm is SGLang's --speculative-algorithm.
+	// +required
+	Algorithm DraftAlgorithm `json:"algorithm"`
+
+	// modelPath is the draft checkpoint (--speculative-draft-model-path).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	ModelPath string `json:"modelPath,omitempty"`
+
+	// packedLayers overrides the profile's count of draft layers packed as tail layers of the
+	// target's cache (MTP/NextN and DeepSeek-V4 DSpark). 0 means the draft keeps its own pools.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=16
+	// +optional
+	PackedLayers *int32 `json:"packedLayers,omitempty"`
+
+	// hostPool overrides the profile's kind of the draft's own host pool (sidecar drafts).
+	// +optional
+	HostPool HostPoolKind `json:"hostPool,omitempty"`
+
+	// kvCacheDType is the draft's KV dtype (--speculative-draft-kv-cache-dtype).
+	// +optional
+	KVCacheDType KVCacheDType `json:"kvCacheDType,omitempty"`
+
+	// numSteps is --speculative-num-steps.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	NumSteps int32 `json:"numSteps,omitempty"`
+
+	// eagleTopK is --speculative-eagle-topk.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	EagleTopK int32 `json:"eagleTopK,omitempty"`
+
+	// numDraftTokens is --speculative-num-draft-tokens.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	// +optional
+	NumDraftTokens int32 `json:"numDraftTokens,omitempty"`
+
+	// dsparkBlockSize is --speculative-dspark-block-size.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	// +optional
+	DSparkBlockSize int32 `json:"dsparkBlockSize,omitempty"`
+}
+
+// KVCacheDType is SGLang's --kv-cache-dtype.
+// +kubebuilder:validation:Enum=auto;fp8_e5m2;fp8_e4m3;bf16;bfloat16;fp4_e2m1
+type KVCacheDType string
+
+// HostMemoryMode is --hicache-host-memory-mode.
+// +kubebuilder:validation:Enum=cache;buffer_only
+type HostMemoryMode string
+
+// WritePolicy is --hicache-write-policy.
+// +kubebuilder:validation:Enum=write_back;write_through;write_through_selective
+type WritePolicy string
+
+// IOBackend is --hicache-io-backend.
+// +kubebuilder:validation:Enum=direct;kernel
+type IOBackend string
+
+// MemLayout is --hicache-mem-layout.
+// +kubebuilder:validation:Enum=layer_first;page_first;page_first_direct;page_first_kv_split;page_head
+type MemLayout string
+
+// PrefetchPolicy is --hicache-storage-prefetch-policy.
+// +kubebuilder:validation:Enum=best_effort;wait_complete;timeout
+type PrefetchPolicy string
+
+// HiCacheSpec are the hierarchical cache settings.
+// +kubebuilder:validation:XValidation:rule="!(has(self.ratio) && has(self.sizeGB))",message="spec.hicache: set ratio or sizeGB, not both (sizeGB overrides ratio in SGLang, so one of them would be silently ignored)"
+// +kubebuilder:validation:XValidation:rule="!has(self.memLayout) || !(self.memLayout in ['page_first', 'page_first_direct']) || !has(self.ioBackend) || self.ioBackend == 'kernel'",message="spec.hicache.memLayout page_first and page_first_direct need ioBackend kernel"
+type HiCacheSpec struct {
+	// hostMemoryMode is how host memory is used: cache keeps KV in host memory (L2); buffer_only
+	// uses it only as a staging buffer to L3.
+	// +optional
+	HostMemoryMode HostMemoryMode `json:"hostMemoryMode,omitempty"`
+
+	// ratio is the host pool size as a multiple of the GPU pool (--hicache-ratio), above 1.
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	// +kubebuilder:validation:XValidation:rule="double(self) > 1.0",message="spec.hicache.ratio must be greater than 1: the host pool is a multiple of the GPU pool"
+	// +optional
+	Ratio string `json:"ratio,omitempty"`
+
+	// sizeGB is the host pool size per rank in GB (--hicache-size); it overrides ratio.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	// +optional
+	SizeGB int32 `json:"sizeGB,omitempty"`
+
+	// writePolicy is --hicache-write-policy.
+	// +optional
+	WritePolicy WritePolicy `json:"writePolicy,omitempty"`
+
+	// ioBackend is --hicache-io-backend.
+	// +optional
+	IOBackend IOBackend `json:"ioBackend,omitempty"`
+
+	// memLayout is --hicache-mem-layout. It decides the bytes behind every L3 key.
+	// +optional
+	MemLayout MemLayout `json:"memLayout,omitempty"`
+
+	// prefetchPolicy is --hicache-storage-prefetch-policy.
+	// +optional
+	PrefetchPolicy PrefetchPolicy `json:"prefetchPolicy,omitempty"`
+
+	// pageSize is --page-size, in tokens. Every L3 key hashes a page, so a new page size
+	// writes new keys.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	// +optional
+	PageSize int32 `json:"pageSize,omitempty"`
+
+	// kvCacheDType is --kv-cache-dtype.
+	// +optional
+	KVCacheDType KVCacheDType `json:"kvCacheDType,omitempty"`
+
+	// mambaSSMDType is --mamba-ssm-dtype for hybrid models.
+	// +kubebuilder:validation:Enum=float32;bfloat16;float16
+	// +optional
+	MambaSSMDType string `json:"mambaSSMDType,omitempty"`
+}
+
+// NamespaceStrategy is how a deployment's L3 objects are kept apart from objects written
+// under another layout.
+// +kubebuilder:validation:Enum=LayoutHash;Fixed
+type NamespaceStrategy string
+
+const (
+	// NamespaceLayoutHash derives the namespace from the layout fingerprint: a breaking change
+	// moves writers to a fresh namespace and the old one is flushed when nothing uses it.
+	NamespaceLayoutHash NamespaceStrategy = "LayoutHash"
+	// NamespaceFixed keeps one namespace: a breaking change stops every writer, flushes the
+	// namespace and then starts the new generation.
+	NamespaceFixed NamespaceStrategy = "Fixed"
+)
+
+// FlushPolicy is what happens to a namespace that no longer matches the layout.
+// +kubebuilder:validation:Enum=Auto;Manual
+type FlushPolicy string
+
+const (
+	// FlushAuto flushes a stale namespace once nothing uses it.
+	FlushAuto FlushPolicy = "Auto"
+	// FlushManual only records stale namespaces; a person flushes them.
+	FlushManual FlushPolicy = "Manual"
+)
+
+// TransferProtocol is the Mooncake transfer protocol.
+// +kubebuilder:validation:Enum=tcp;rdma
+type TransferProtocol string
+
+// StorageSpec is the L3 store a deployment writes to.
+// +kubebuilder:validation:XValidation:rule="!has(self.namespaceStrategy) || self.namespaceStrategy != 'Fixed' || has(self.namespace)",message="spec.storage.namespace is required with the Fixed namespace strategy"
+// +kubebuilder:validation:XValidation:rule="!has(self.namespace) || (has(self.namespaceStrategy) && self.namespaceStrategy == 'Fixed')",message="spec.storage.namespace is only used with namespaceStrategy Fixed; LayoutHash derives it from the layout"
+type StorageSpec struct {
+	// backendRef names the CacheBackend, in this namespace.
+	// +required
+	BackendRef LocalObjectReference `json:"backendRef"`
+
+	// namespaceStrategy is how objects of different layouts are kept apart.
+	// +kubebuilder:default=LayoutHash
+	// +optional
+	NamespaceStrategy NamespaceStrategy `json:"namespaceStrategy,omitempty"`
+
+	// namespace is the fixed key prefix (extra_backend_tag) with the Fixed strategy.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// flushPolicy is what happens to a namespace left behind by a layout change.
+	// +kubebuilder:default=Auto
+	// +optional
+	FlushPolicy FlushPolicy `json:"flushPolicy,omitempty"`
+
+	// protocol is the transfer protocol between ranks and the store.
+	// +kubebuilder:default=tcp
+	// +optional
+	Protocol TransferProtocol `json:"protocol,omitempty"`
+
+	// globalSegmentSize is the memory each rank lends to the store (0: a pure client, when the
+	// backend runs store pods).
+	// +optional
+	GlobalSegmentSize *resource.Quantity `json:"globalSegmentSize,omitempty"`
+}
+
+// LocalObjectReference names an object in the same namespace.
+type LocalObjectReference struct {
+	// name of the object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// PodOverrides are the parts of rank pods a user may set.
+type PodOverrides struct {
+	// labels added to every rank pod.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// annotations added to every rank pod.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// nodeSelector for every rank pod.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations for every rank pod.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// env added to the SGLang container.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// serviceAccountName of every rank pod.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// extraArgs are appended to the SGLang command line as they are.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +listType=atomic
+	// +optional
+	ExtraArgs []string `json:"extraArgs,omitempty"`
+}
+
+// RolloutSpec is how spec changes reach the serving groups.
+type RolloutSpec struct {
+	// maxUnavailable is how many serving groups may be down at once during a rollout.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	// +optional
+	MaxUnavailable int32 `json:"maxUnavailable,omitempty"`
+}
+
+// HiCacheDeployment condition types and reasons.
+const (
+	// ConditionReady is True when every serving group is ready.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while groups are created, rolled or recreated.
+	ConditionProgressing = "Progressing"
+	// ConditionCacheLayoutCurrent is True when every group runs the current layout namespace.
+	ConditionCacheLayoutCurrent = "CacheLayoutCurrent"
+	// ConditionBackendReady mirrors the referenced CacheBackend's Ready condition.
+	ConditionBackendReady = "BackendReady"
+
+	ReasonAllGroupsReady      = "AllGroupsReady"
+	ReasonGroupsNotReady      = "GroupsNotReady"
+	ReasonRollingOut          = "RollingOut"
+	ReasonUpToDate            = "UpToDate"
+	ReasonInvalidSpec         = "InvalidSpec"
+	ReasonUnknownProfile      = "UnknownProfile"
+	ReasonBackendNotFound     = "BackendNotFound"
+	ReasonBackendNotReady     = "BackendNotReady"
+	ReasonBackendReady        = "BackendReady"
+	ReasonNoStorage           = "NoStorage"
+	ReasonLayoutCurrent       = "LayoutCurrent"
+	ReasonLayoutChanging      = "LayoutChanging"
+	ReasonWaitingForFlush     = "WaitingForFlush"
+	ReasonScaledToZero        = "ScaledToZero"
+	ReasonGroupRecreated      = "GroupRecreated"
+	ReasonReconcileError      = "ReconcileError"
+	ReasonNamespaceRotated    = "NamespaceRotated"
+	ReasonFlushRequested      = "FlushRequested"
+	ReasonStaleNamespaceInUse = "StaleNamespaceInUse"
+)
+
+// HiCacheDeploymentStatus is the observed state of a HiCacheDeployment.
+type HiCacheDeploymentStatus struct {
+	// conditions: Ready, Progressing, CacheLayoutCurrent, BackendReady.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// replicas is the number of serving groups that exist.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// readyReplicas is the number of serving groups whose every rank is ready.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// updatedReplicas is the number of serving groups running the current spec.
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+
+	// ready is readyReplicas/desired groups, for display.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Ready string `json:"ready,omitempty"`
+
+	// selector is the label selector of the rank pods, for the scale subresource.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// attention is the resolved attention kind (from the profile or the spec).
+	// +optional
+	Attention AttentionKind `json:"attention,omitempty"`
+
+	// draft is the resolved draft, e.g. "DSPARK (packed, 3 layers)".
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Draft string `json:"draft,omitempty"`
+
+	// cache is the L3 layout the deployment writes under.
+	// +optional
+	Cache *CacheStatus `json:"cache,omitempty"`
+
+	// plan summarises the per-rank L3 backup duties.
+	// +optional
+	Plan *PlanStatus `json:"plan,omitempty"`
+}
+
+// CacheStatus is the L3 layout of a deployment.
+type CacheStatus struct {
+	// layoutHash is the SHA-256 fingerprint of the layout facts.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	LayoutHash string `json:"layoutHash,omitempty"`
+
+	// shortHash is the short form of layoutHash.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	ShortHash string `json:"shortHash,omitempty"`
+
+	// namespace is the key prefix (extra_backend_tag) the current generation writes under.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// facts are the layout facts behind the fingerprint, "name=value".
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	// +optional
+	Facts []string `json:"facts,omitempty"`
+
+	// staleNamespaces are namespaces written under an older layout, awaiting a flush.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=namespace
+	// +optional
+	StaleNamespaces []StaleNamespace `json:"staleNamespaces,omitempty"`
+
+	// lastFlush is the most recent flush of a namespace this deployment left behind.
+	// +optional
+	LastFlush *FlushRecord `json:"lastFlush,omitempty"`
+}
+
+// StaleNamespace is a namespace written under an older layout.
+type StaleNamespace struct {
+	// namespace is the key prefix.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Namespace string `json:"namespace"`
+
+	// layoutHash is the short fingerprint of the layout it was written under.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	LayoutHash string `json:"layoutHash,omitempty"`
+
+	// since is when it became stale.
+	// +optional
+	Since metav1.Time `json:"since,omitempty"`
+
+	// flush is the CacheFlush created for it, once created.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Flush string `json:"flush,omitempty"`
+
+	// blockedBy names what still uses it, when a flush must wait.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	BlockedBy string `json:"blockedBy,omitempty"`
+}
+
+// FlushRecord is the outcome of a flush.
+type FlushRecord struct {
+	// name of the CacheFlush.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// namespace flushed.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// removed is the number of objects removed.
+	// +optional
+	Removed int64 `json:"removed,omitempty"`
+
+	// completionTime is when it completed.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// PlanStatus summarises the rank plan.
+type PlanStatus struct {
+	// ranks is the number of ranks in one serving group.
+	// +optional
+	Ranks int32 `json:"ranks,omitempty"`
+
+	// nodes is the number of pods (nodes) in one serving group.
+	// +optional
+	Nodes int32 `json:"nodes,omitempty"`
+
+	// writers is the number of ranks with at least one L3 write duty.
+	// +optional
+	Writers int32 `json:"writers,omitempty"`
+
+	// summary is the plan in one line, e.g. "TP0 writes kv, indexer; 7 followers: no duties
+	// (replicated)".
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Summary string `json:"summary,omitempty"`
+
+	// warnings are known gaps of SGLang that affect this plan.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=512
+	// +listType=atomic
+	// +optional
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// HiCacheDeployment runs SGLang serving groups with a hierarchical KV cache whose L3 objects are
+// kept correct across layout changes.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=hcd,categories=hicache
+// +kubebuilder:printcolumn:name="TP",type=integer,JSONPath=`.spec.topology.tensorParallel`
+// +kubebuilder:printcolumn:name="Attention",type=string,JSONPath=`.status.attention`
+// +kubebuilder:printcolumn:name="Draft",type=string,JSONPath=`.status.draft`
+// +kubebuilder:printcolumn:name="Backend",type=string,JSONPath=`.spec.storage.backendRef.name`
+// +kubebuilder:printcolumn:name="Layout",type=string,JSONPath=`.status.cache.shortHash`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
+// +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.status.cache.namespace`,priority=1
+// +kubebuilder:printcolumn:name="Plan",type=string,JSONPath=`.status.plan.summary`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type HiCacheDeployment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state.
+	// +required
+	Spec HiCacheDeploymentSpec `json:"spec"`
+
+	// status is the observed state.
+	// +optional
+	Status HiCacheDeploymentStatus `json:"status,omitempty"`
+}
+
+// HiCacheDeploymentList is a list of HiCacheDeployments.
+// +kubebuilder:object:root=true
+type HiCacheDeploymentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []HiCacheDeployment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&HiCacheDeployment{}, &HiCacheDeploymentList{})
+}

@@ -1,0 +1,60 @@
+// Package controllers holds one reconciler per kind of the hicache.io API. Each reads as a short
+// list of phases: pure builders decide what should exist, server-side apply makes it so, and
+// status is computed purely from what was observed and written once per reconcile.
+package controllers
+
+import (
+	"net/http"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// Defaults for images a spec may leave empty.
+const (
+	DefaultSGLangImage   = "lmsysorg/sglang:v0.5.6"
+	DefaultMooncakeImage = "hicache/mooncake:0.3.7"
+)
+
+// FieldOwner is the server-side apply field manager of everything the operator writes.
+const FieldOwner = "hicache-operator"
+
+// Options configure the controllers.
+type Options struct {
+	// BackendPollInterval is how often a CacheBackend's master is probed.
+	BackendPollInterval time.Duration
+	// DefaultSGLangImage is used when a HiCacheDeployment names no image.
+	DefaultSGLangImage string
+	// DefaultMooncakeImage is used when a managed CacheBackend names no image.
+	DefaultMooncakeImage string
+	// HTTPClient talks to Mooncake masters' admin APIs; nil means a client with a 10 s timeout.
+	HTTPClient *http.Client
+}
+
+func (o Options) withDefaults() Options {
+	if o.BackendPollInterval <= 0 {
+		o.BackendPollInterval = 15 * time.Second
+	}
+	if o.DefaultSGLangImage == "" {
+		o.DefaultSGLangImage = DefaultSGLangImage
+	}
+	if o.DefaultMooncakeImage == "" {
+		o.DefaultMooncakeImage = DefaultMooncakeImage
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	return o
+}
+
+// Setup registers every controller with the manager.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	opts = opts.withDefaults()
+	if err := (&CacheBackendReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cachebackend-controller"), Options: opts}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&CacheFlushReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cacheflush-controller"), Options: opts}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&HiCacheDeploymentReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("hicachedeployment-controller"), Options: opts}).SetupWithManager(mgr)
+}
