@@ -8,8 +8,8 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 HELM := $(BIN)/helm
 export KUBEBUILDER_ASSETS := $(BIN)
 
-GO_TEST_FLAGS ?= -count=1
-TEST_TIMEOUT ?= 40m
+
+
 
 .PHONY: help
 help: ## Show the targets
@@ -41,7 +41,7 @@ build: ## Build the manager and the kubectl plugin into bin/
 
 .PHONY: unit
 unit: ## Unit tests: pure logic, no cluster
-	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v -e /test/ -e /internal/localcluster -e /controllers)
+	go test -count=1 $$(go list ./... | grep -v -e /test/ -e /internal/localcluster -e /controllers)
 
 .PHONY: test
 test: ## Every test: unit, integration (real kube-apiserver, etcd, scheduler, kwok, Mooncake master), e2e
