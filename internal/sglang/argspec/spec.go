@@ -81,6 +81,9 @@ type Argument struct {
 	// Replacement names what to use instead when the release says so.
 	Deprecated  bool
 	Replacement string
+	// Default is the JSON text of the release's default when it is a
+	// literal ("null" for Python's None), empty otherwise.
+	Default json.RawMessage
 }
 
 // Spec is the argument table of one sglang release.
@@ -106,6 +109,7 @@ type argumentJSON struct {
 	Required       bool            `json:"required"`
 	Deprecated     *deprecatedJSON `json:"deprecated"`
 	RuntimeChoices []string        `json:"runtime_choices"`
+	Default        json.RawMessage `json:"default"`
 }
 
 type deprecatedJSON struct {
@@ -165,6 +169,7 @@ func (a argumentJSON) toArgument() (Argument, error) {
 		Action:         a.Action,
 		Required:       a.Required,
 		RuntimeChoices: a.RuntimeChoices,
+		Default:        a.Default,
 	}
 	if a.Type != nil {
 		arg.Type = *a.Type

@@ -1,0 +1,175 @@
+package sglang
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Mooncake client defaults, as the pinned release and Mooncake define them.
+const (
+	// DefaultMooncakeMetadataServer lets transfer engines find each other
+	// by handshake, without a metadata service.
+	DefaultMooncakeMetadataServer = "P2PHANDSHAKE"
+	// DefaultMooncakeMetricsPort is the master's admin/metrics HTTP port.
+	DefaultMooncakeMetricsPort = 9003
+	// DefaultMooncakeProtocol is the renderer's choice; the release itself
+	// falls back to rdma, which fails on nodes without RDMA devices.
+	DefaultMooncakeProtocol = "tcp"
+
+	gib = int64(1) << 30
+)
+
+// MooncakeProtocols are the transports the renderer accepts.
+var mooncakeProtocols = []string{"rdma", "tcp"}
+
+// MooncakeConfig is how one SGLang rank reaches the Mooncake store.
+type MooncakeConfig struct {
+	// MasterServerAddress is the master's RPC host:port (required), such
+	// as "mooncake-master:50051".
+	MasterServerAddress string
+	// MetadataServer defaults to DefaultMooncakeMetadataServer.
+	MetadataServer string
+	// GlobalSegmentSize is the DRAM in bytes this rank contributes to the
+	// store; 0 makes it a pure client of dedicated store pods.
+	GlobalSegmentSize int64
+	// Protocol is tcp (default) or rdma.
+	Protocol string
+	// DeviceName lists the RDMA devices, such as "mlx5_0,mlx5_1".
+	DeviceName string
+	// TenantID isolates keys of different tenants on one master.
+	TenantID string
+	// ExtraBackendTag is passed through as extra_backend_tag.
+	ExtraBackendTag string
+	// MasterMetricsPort defaults to DefaultMooncakeMetricsPort.
+	MasterMetricsPort int
+	// LocalHostname is the address other transfer engines reach this rank
+	// at, usually "$(POD_IP)". It is rendered as an environment variable
+	// only: the release prefers MOONCAKE_LOCAL_HOSTNAME over the extra config,
+	// so a per-pod value belongs in the environment.
+	LocalHostname string
+
+	// PrefetchThreshold is SGLang's minimum number of tokens worth a
+	// prefetch from storage; 0 leaves the release default (256).
+	PrefetchThreshold int
+	// TPLCMSize is SGLang's least common multiple of the TP sizes sharing
+	// one store, for heterogeneous TP; 0 leaves it unset.
+	TPLCMSize int
+}
+
+func (m MooncakeConfig) withDefaults() MooncakeConfig {
+	if m.MetadataServer == "" {
+		m.MetadataServer = DefaultMooncakeMetadataServer
+	}
+	if m.Protocol == "" {
+		m.Protocol = DefaultMooncakeProtocol
+	}
+	if m.MasterMetricsPort == 0 {
+		m.MasterMetricsPort = DefaultMooncakeMetricsPort
+	}
+	return m
+}
+
+func (m MooncakeConfig) validate() error {
+	var errs []error
+	if m.MasterServerAddress == "" {
+		errs = append(errs, errors.New("the Mooncake MasterServerAddress is empty: set the master's host:port, such as mooncake-master:50051"))
+	} else if host, port, err := net.SplitHostPort(m.MasterServerAddress); err != nil || host == "" || port == "" {
+		errs = append(errs, fmt.Errorf("the Mooncake MasterServerAddress %q is not host:port", m.MasterServerAddress))
+	}
+	if m.GlobalSegmentSize < 0 {
+		errs = append(errs, fmt.Errorf("the Mooncake GlobalSegmentSize is %d; use 0 for a pure client or a size in bytes", m.GlobalSegmentSize))
+	}
+	if !slices.Contains(mooncakeProtocols, m.Protocol) {
+		errs = append(errs, fmt.Errorf("the Mooncake Protocol %q is not supported; use one of %s", m.Protocol, strings.Join(mooncakeProtocols, ", ")))
+	}
+	if m.MasterMetricsPort < 1 || m.MasterMetricsPort > 65535 {
+		errs = append(errs, fmt.Errorf("the Mooncake MasterMetricsPort %d is outside 1-65535", m.MasterMetricsPort))
+	}
+	if m.PrefetchThreshold < 0 {
+		errs = append(errs, fmt.Errorf("PrefetchThreshold is %d; use 0 for the default or a number of tokens", m.PrefetchThreshold))
+	}
+	if m.TPLCMSize < 0 {
+		errs = append(errs, fmt.Errorf("TPLCMSize is %d; use 0 to leave it unset", m.TPLCMSize))
+	}
+	return errors.Join(errs...)
+}
+
+// MooncakeExtraConfig builds the value of HiCache.ExtraConfig for the
+// mooncake storage backend. With master_server_address present the release
+// reads the whole client configuration from it, so every setting is written
+// out, defaults included.
+func MooncakeExtraConfig(m MooncakeConfig) (map[string]any, error) {
+	m = m.withDefaults()
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	out := map[string]any{
+		"master_server_address": m.MasterServerAddress,
+		"metadata_server":       m.MetadataServer,
+		"global_segment_size":   m.GlobalSegmentSize,
+		"protocol":              m.Protocol,
+		"device_name":           m.DeviceName,
+		"master_metrics_port":   m.MasterMetricsPort,
+	}
+	if m.TenantID != "" {
+		out["tenant_id"] = m.TenantID
+	}
+	if m.ExtraBackendTag != "" {
+		out["extra_backend_tag"] = m.ExtraBackendTag
+	}
+	if m.PrefetchThreshold > 0 {
+		out["prefetch_threshold"] = m.PrefetchThreshold
+	}
+	if m.TPLCMSize > 0 {
+		out["tp_lcm_size"] = m.TPLCMSize
+	}
+	return out, nil
+}
+
+// EnvVar is one environment variable of the server container.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Env returns the MOONCAKE_* variables for a rank, sorted by name. They
+// mirror MooncakeExtraConfig, so a process that reads the environment
+// instead (tools, or a release without extra-config support) sees the same
+// store; MOONCAKE_LOCAL_HOSTNAME is only set here.
+func Env(m MooncakeConfig) ([]EnvVar, error) {
+	m = m.withDefaults()
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	env := []EnvVar{
+		{Name: "MOONCAKE_MASTER", Value: m.MasterServerAddress},
+		{Name: "MOONCAKE_TE_META_DATA_SERVER", Value: m.MetadataServer},
+		{Name: "MOONCAKE_GLOBAL_SEGMENT_SIZE", Value: segmentSize(m.GlobalSegmentSize)},
+		{Name: "MOONCAKE_PROTOCOL", Value: m.Protocol},
+		{Name: "MOONCAKE_MASTER_METRICS_PORT", Value: strconv.Itoa(m.MasterMetricsPort)},
+	}
+	if m.DeviceName != "" {
+		env = append(env, EnvVar{Name: "MOONCAKE_DEVICE", Value: m.DeviceName})
+	}
+	if m.TenantID != "" {
+		env = append(env, EnvVar{Name: "MOONCAKE_TENANT_ID", Value: m.TenantID})
+	}
+	if m.LocalHostname != "" {
+		env = append(env, EnvVar{Name: "MOONCAKE_LOCAL_HOSTNAME", Value: m.LocalHostname})
+	}
+	slices.SortFunc(env, func(a, b EnvVar) int { return strings.Compare(a.Name, b.Name) })
+	return env, nil
+}
+
+// segmentSize writes a size the way the release parses it: "<n>gb" (GiB)
+// for whole GiB, plain bytes otherwise.
+func segmentSize(bytes int64) string {
+	if bytes > 0 && bytes%gib == 0 {
+		return strconv.FormatInt(bytes/gib, 10) + "gb"
+	}
+	return strconv.FormatInt(bytes, 10)
+}
