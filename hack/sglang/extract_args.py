@@ -1063,7 +1063,10 @@ def speculative_algorithms(ev, wheel, registry):
         registry.notes.append("SpeculativeAlgorithm enum not found; no runtime choices recorded")
         return None
     cls = ClassRef(scope, scope.classes["SpeculativeAlgorithm"])
-    names = {m.name for m in ev.enum_members(cls) if m.name != "NONE"}
+    names = {m.name for m in ev.enum_members(cls) if m.name != "NONE"} if ev.is_enum(cls) else set()
+    if not names:
+        registry.notes.append("SpeculativeAlgorithm is not an enum with members; no runtime choices recorded")
+        return None
     registry_scope = wheel.scope(SPEC_REGISTRY_MODULE)
     if registry_scope is not None and "_RESERVED_ALIASES" in registry_scope.assigns:
         try:
