@@ -2,9 +2,12 @@ package localcluster
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -240,5 +243,52 @@ func TestNodeNotReady(t *testing.T) {
 				t.Errorf("nodeNotReady = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestReapStaleClusters(t *testing.T) {
+	tmp := t.TempDir()
+	// A finished process gives a pid that is (almost surely) dead.
+	done := exec.Command("true")
+	if err := done.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(tmp, tempDirPrefix+"stale")
+	live := filepath.Join(tmp, tempDirPrefix+"live")
+	for dir, owner := range map[string]int{stale: done.Process.Pid, live: os.Getpid()} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(owner)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Processes left behind by each cluster: the directory is in their command lines.
+	orphan := exec.Command("sh", "-c", "sleep 60", filepath.Join(stale, "etcd"))
+	kept := exec.Command("sh", "-c", "sleep 60", filepath.Join(live, "etcd"))
+	for _, cmd := range []*exec.Cmd{orphan, kept} {
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- orphan.Wait() }()
+
+	reapStaleClusters(tmp)
+
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Errorf("the process of the stale cluster still runs")
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the stale cluster's directory is still there (stat: %v)", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the live cluster's directory was removed: %v", err)
+	}
+	if pids, _ := ProcessesUsing(live); len(pids) != 1 || pids[0] != kept.Process.Pid {
+		t.Errorf("processes of the live cluster = %v, want only %d", pids, kept.Process.Pid)
 	}
 }
