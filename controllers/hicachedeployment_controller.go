@@ -2,38 +2,512 @@ package controllers
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
 )
 
-// HiCacheDeploymentReconciler runs SGLang serving groups with HiCache and keeps their L3 layout correct.
+// HiCacheDeploymentReconciler runs SGLang serving groups with HiCache and keeps their L3 layout
+// correct.
 type HiCacheDeploymentReconciler struct {
 	client.Client
 	Recorder events.EventRecorder
 	Options  Options
+	Clock    clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups=hicache.io,resources=hicachedeployments,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=hicache.io,resources=hicachedeployments/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=hicache.io,resources=cacheflushes,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=hicache.io,resources=cachebackends,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+const backendRefIndex = "spec.storage.backendRef.name"
+
+// group is what was observed of one serving group.
+type group struct {
+	index int
+	sts   *appsv1.StatefulSet
+	pods  []corev1.Pod
+}
+
+// observed is what one reconcile saw and did, from which status is computed.
+type observed struct {
+	resolved   *resolve.Resolved
+	resolveErr error
+	backend    *backendEndpoints
+	backendErr *conditionError
+	groups     map[int]*group
+	desired    map[int]string // group → desired template hash
+	rolling    []int          // groups whose pods were replaced this reconcile
+	recreated  []int
+	applyErr   error
+	now        metav1.Time
+}
+
+// conditionError is a problem a user must act on, with the condition reason that names it.
+type conditionError struct {
+	reason, message string
+}
+
+func (e *conditionError) Error() string { return e.message }
 
 // Reconcile brings one HiCacheDeployment to its desired state.
 func (r *HiCacheDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
 	var hcd hicachev1alpha1.HiCacheDeployment
 	if err := r.Get(ctx, req.NamespacedName, &hcd); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if !hcd.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	obs := &observed{now: metav1.NewTime(r.Clock.Now()), groups: map[int]*group{}, desired: map[int]string{}}
+
+	// 1. Decide: topology, plan, layout, group shape.
+	obs.resolved, obs.resolveErr = resolve.Resolve(&hcd)
+	// 2. Observe what exists.
+	if err := r.observeGroups(ctx, &hcd, obs); err != nil {
+		return ctrl.Result{}, err
+	}
+	if obs.resolveErr == nil {
+		// 3. The backend the ranks will write to.
+		obs.backend, obs.backendErr = r.backendEndpoints(ctx, &hcd)
+		// 4. Children, group by group.
+		if obs.backendErr == nil {
+			obs.applyErr = r.reconcileChildren(ctx, &hcd, obs)
+		}
+	}
+
+	// 5. Status, computed from what was observed, written once and only if it changed.
+	newStatus := computeStatus(&hcd, obs)
+	r.emitEvents(&hcd, obs, newStatus)
+	if !equality.Semantic.DeepEqual(hcd.Status, *newStatus) {
+		patch := client.MergeFrom(hcd.DeepCopy())
+		hcd.Status = *newStatus
+		if err := r.Status().Patch(ctx, &hcd, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if obs.applyErr != nil {
+		log.Error(obs.applyErr, "Applying the serving groups failed")
+		return ctrl.Result{}, obs.applyErr
+	}
+	if len(obs.rolling) > 0 || len(obs.recreated) > 0 {
+		// Pods were deleted; the StatefulSet watch brings us back when they return.
+		return ctrl.Result{}, nil
+	}
 	return ctrl.Result{}, nil
 }
 
-// SetupWithManager registers the controller.
+// observeGroups lists the deployment's StatefulSets and their pods.
+func (r *HiCacheDeploymentReconciler) observeGroups(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) error {
+	var stsList appsv1.StatefulSetList
+	if err := r.List(ctx, &stsList, client.InNamespace(hcd.Namespace), client.MatchingLabels{LabelDeployment: hcd.Name}); err != nil {
+		return err
+	}
+	var podList corev1.PodList
+	if err := r.List(ctx, &podList, client.InNamespace(hcd.Namespace), client.MatchingLabels{LabelDeployment: hcd.Name}); err != nil {
+		return err
+	}
+	for i := range stsList.Items {
+		sts := &stsList.Items[i]
+		if !metav1.IsControlledBy(sts, hcd) {
+			continue
+		}
+		g, err := strconv.Atoi(sts.Labels[LabelGroup])
+		if err != nil {
+			continue
+		}
+		obs.groups[g] = &group{index: g, sts: sts}
+	}
+	for i := range podList.Items {
+		p := podList.Items[i]
+		g, err := strconv.Atoi(p.Labels[LabelGroup])
+		if err != nil || obs.groups[g] == nil || p.DeletionTimestamp != nil {
+			continue
+		}
+		obs.groups[g].pods = append(obs.groups[g].pods, p)
+	}
+	return nil
+}
+
+// backendEndpoints reads the referenced CacheBackend; it must exist and be Ready.
+func (r *HiCacheDeploymentReconciler) backendEndpoints(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment) (*backendEndpoints, *conditionError) {
+	if hcd.Spec.Storage == nil {
+		return nil, nil
+	}
+	name := hcd.Spec.Storage.BackendRef.Name
+	var cb hicachev1alpha1.CacheBackend
+	if err := r.Get(ctx, types.NamespacedName{Namespace: hcd.Namespace, Name: name}, &cb); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &conditionError{hicachev1alpha1.ReasonBackendNotFound,
+				fmt.Sprintf("CacheBackend %q does not exist in namespace %s: create it, or fix spec.storage.backendRef.name", name, hcd.Namespace)}
+		}
+		return nil, &conditionError{hicachev1alpha1.ReasonBackendNotReady, fmt.Sprintf("reading CacheBackend %q: %v", name, err)}
+	}
+	ready := meta.FindStatusCondition(cb.Status.Conditions, hicachev1alpha1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionTrue || cb.Status.Endpoints == nil || cb.Status.Endpoints.RPCAddress == "" {
+		msg := fmt.Sprintf("CacheBackend %q is not ready", name)
+		if ready != nil && ready.Message != "" {
+			msg += ": " + ready.Message
+		}
+		return nil, &conditionError{hicachev1alpha1.ReasonBackendNotReady, msg + "; serving groups start once it is"}
+	}
+	be := &backendEndpoints{Name: name, RPCAddress: cb.Status.Endpoints.RPCAddress, MetadataServer: cb.Status.Endpoints.MetadataServer}
+	if m := cb.Spec.Mooncake; m != nil {
+		be.MultiTenant = m.MultiTenant
+		if m.Managed != nil {
+			be.MetricsPort = int(m.Managed.AdminPort)
+		}
+	}
+	return be, nil
+}
+
+// reconcileChildren applies the ConfigMap and Services, then the groups, rolling at most
+// maxUnavailable at a time and recreating any group that lost a rank.
+func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) error {
+	res := obs.resolved
+	a := applier{r.Client}
+	image := hcd.Spec.SGLang.Image
+	if image == "" {
+		image = r.Options.DefaultSGLangImage
+	}
+
+	// Build every group first: nothing is written unless the whole deployment renders.
+	desired := make([]*appsv1.StatefulSet, res.Replicas)
+	for g := range res.Replicas {
+		sts, err := buildGroup(hcd, res, obs.backend, g, image)
+		if err != nil {
+			return reconcile.TerminalError(fmt.Errorf("rendering serving group %d: %w", g, err))
+		}
+		desired[g] = sts
+		obs.desired[g] = sts.Annotations[AnnotationTemplateHash]
+	}
+	mcfg := mooncakeOf(hcd, res, obs.backend)
+	cm, err := buildConfigMap(hcd, res, mcfg)
+	if err != nil {
+		return err
+	}
+	if _, err := a.apply(ctx, cm, &corev1.ConfigMap{}); err != nil {
+		return err
+	}
+	if _, err := a.apply(ctx, buildClientService(hcd), &corev1.Service{}); err != nil {
+		return err
+	}
+
+	// Scale down: whole groups, highest index first.
+	for g, grp := range obs.groups {
+		if g < res.Replicas {
+			continue
+		}
+		if err := r.Delete(ctx, grp.sts, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: groupName(hcd.Name, g), Namespace: hcd.Namespace}}
+		if err := r.Delete(ctx, svc); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		delete(obs.groups, g)
+	}
+
+	budget := int(hcd.Spec.Rollout.MaxUnavailable)
+	if budget < 1 {
+		budget = 1
+	}
+	for _, grp := range obs.groups {
+		if !groupReady(grp, res.Nodes) || !groupCurrent(grp, obs.desired[grp.index]) {
+			budget--
+		}
+	}
+
+	for g := range res.Replicas {
+		grp := obs.groups[g]
+		if _, err := a.apply(ctx, buildHeadlessService(hcd, g), &corev1.Service{}); err != nil {
+			return err
+		}
+		switch {
+		case grp == nil:
+			// A new group: nothing runs yet, so it takes no budget.
+			if _, err := a.apply(ctx, desired[g], nil); err != nil {
+				return err
+			}
+		case grp.sts.Annotations[AnnotationTemplateHash] != obs.desired[g]:
+			// An outdated group rolls only within the budget of unavailable groups; one that is
+			// already down rolls at once.
+			if groupReady(grp, res.Nodes) {
+				if budget <= 0 {
+					continue
+				}
+				budget--
+			}
+			if _, err := a.apply(ctx, desired[g], nil); err != nil {
+				return err
+			}
+			if err := r.deletePods(ctx, grp.pods); err != nil {
+				return err
+			}
+			obs.rolling = append(obs.rolling, g)
+		default:
+			if _, err := a.apply(ctx, desired[g], &appsv1.StatefulSet{}); err != nil {
+				return err
+			}
+			// Pods of an older template (left by an interrupted roll) go together.
+			stale := slices.DeleteFunc(slices.Clone(grp.pods), func(p corev1.Pod) bool {
+				return p.Annotations[AnnotationTemplateHash] == obs.desired[g]
+			})
+			if len(stale) > 0 {
+				if err := r.deletePods(ctx, grp.pods); err != nil {
+					return err
+				}
+				obs.rolling = append(obs.rolling, g)
+				continue
+			}
+			if broken, why := groupBroken(grp); broken {
+				ctrl.LoggerFrom(ctx).Info("Recreating a serving group that lost a rank", "group", g, "why", why)
+				r.Recorder.Eventf(hcd, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonGroupRecreated, "Recreate",
+					"Serving group %d lost a rank (%s); recreating all %d of its pods, since a process group cannot take a rank back", g, why, len(grp.pods))
+				if err := r.deletePods(ctx, grp.pods); err != nil {
+					return err
+				}
+				if err := r.setMembers(ctx, grp.sts, ""); err != nil {
+					return err
+				}
+				obs.recreated = append(obs.recreated, g)
+				continue
+			}
+			if groupReady(grp, res.Nodes) && grp.sts.Annotations[AnnotationMembers] != membersAnnotation(grp.pods) {
+				if err := r.setMembers(ctx, grp.sts, membersAnnotation(grp.pods)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func mooncakeOf(hcd *hicachev1alpha1.HiCacheDeployment, res *resolve.Resolved, be *backendEndpoints) *sglang.MooncakeConfig {
+	_, mc, err := serverConfig(hcd, res, be, 0)
+	if err != nil {
+		return nil
+	}
+	return mc
+}
+
+// deletePods deletes a group's pods together; the StatefulSet recreates them.
+func (r *HiCacheDeploymentReconciler) deletePods(ctx context.Context, pods []corev1.Pod) error {
+	var errs []error
+	for i := range pods {
+		if err := r.Delete(ctx, &pods[i], client.Preconditions{UID: &pods[i].UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setMembers records (or clears) the pod UIDs of a formed group on its StatefulSet.
+func (r *HiCacheDeploymentReconciler) setMembers(ctx context.Context, sts *appsv1.StatefulSet, members string) error {
+	if sts.Annotations[AnnotationMembers] == members {
+		return nil
+	}
+	patch := client.MergeFrom(sts.DeepCopy())
+	if sts.Annotations == nil {
+		sts.Annotations = map[string]string{}
+	}
+	if members == "" {
+		delete(sts.Annotations, AnnotationMembers)
+	} else {
+		sts.Annotations[AnnotationMembers] = members
+	}
+	return r.Patch(ctx, sts, patch, client.FieldOwner(FieldOwner+"-members"))
+}
+
+// groupReady: every rank exists, runs and is ready.
+func groupReady(g *group, nodes int) bool {
+	if g == nil || len(g.pods) != nodes {
+		return false
+	}
+	for i := range g.pods {
+		if !podReady(&g.pods[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// groupCurrent: the group's StatefulSet and every pod run the desired template.
+func groupCurrent(g *group, hash string) bool {
+	if g == nil || g.sts.Annotations[AnnotationTemplateHash] != hash {
+		return false
+	}
+	for i := range g.pods {
+		if g.pods[i].Annotations[AnnotationTemplateHash] != hash {
+			return false
+		}
+	}
+	return true
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// groupBroken tells whether a group lost a rank: a pod failed, a container restarted, or a
+// rank of a formed group was replaced by a new pod.
+func groupBroken(g *group) (bool, string) {
+	for i := range g.pods {
+		p := &g.pods[i]
+		if p.Status.Phase == corev1.PodFailed {
+			return true, fmt.Sprintf("pod %s failed", p.Name)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount > 0 {
+				return true, fmt.Sprintf("container %s of pod %s restarted", cs.Name, p.Name)
+			}
+		}
+	}
+	recorded := g.sts.Annotations[AnnotationMembers]
+	if recorded == "" {
+		return false, ""
+	}
+	uids := map[string]string{}
+	for _, part := range splitNonEmpty(recorded, ',') {
+		for j := 0; j < len(part); j++ {
+			if part[j] == '=' {
+				uids[part[:j]] = part[j+1:]
+				break
+			}
+		}
+	}
+	for i := range g.pods {
+		p := &g.pods[i]
+		if want, ok := uids[p.Labels[LabelPodIndex]]; ok && want != string(p.UID) {
+			return true, fmt.Sprintf("pod %s was replaced", p.Name)
+		}
+	}
+	return false, ""
+}
+
+func splitNonEmpty(s string, sep byte) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == sep {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// emitEvents announces what a user should see happen.
+func (r *HiCacheDeploymentReconciler) emitEvents(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed, st *hicachev1alpha1.HiCacheDeploymentStatus) {
+	if obs.resolveErr != nil {
+		reason := hicachev1alpha1.ReasonInvalidSpec
+		var up *resolve.UnknownProfileError
+		if errors.As(obs.resolveErr, &up) {
+			reason = hicachev1alpha1.ReasonUnknownProfile
+		}
+		if c := meta.FindStatusCondition(hcd.Status.Conditions, hicachev1alpha1.ConditionReady); c == nil || c.Reason != reason || c.ObservedGeneration != hcd.Generation {
+			r.Recorder.Eventf(hcd, nil, corev1.EventTypeWarning, reason, "Resolve", "%s", obs.resolveErr.Error())
+		}
+	}
+	if obs.backendErr != nil {
+		if c := meta.FindStatusCondition(hcd.Status.Conditions, hicachev1alpha1.ConditionBackendReady); c == nil || c.Status != metav1.ConditionFalse || c.Reason != obs.backendErr.reason {
+			r.Recorder.Eventf(hcd, nil, corev1.EventTypeWarning, obs.backendErr.reason, "WaitForBackend", "%s", obs.backendErr.message)
+		}
+	}
+	if old, cur := hcd.Status.Cache, st.Cache; old != nil && cur != nil && old.Namespace != "" && old.Namespace != cur.Namespace {
+		r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonNamespaceRotated, "RotateNamespace",
+			"The cache layout changed (%s → %s): new ranks write under L3 namespace %s; %s is stale and is flushed once nothing uses it",
+			old.ShortHash, cur.ShortHash, cur.Namespace, old.Namespace)
+	}
+	for _, g := range obs.rolling {
+		r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonRollingOut, "Roll",
+			"Replacing all pods of serving group %d together with the new template", g)
+	}
+}
+
+// SetupWithManager registers the controller and what it watches.
 func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&hicachev1alpha1.HiCacheDeployment{}).Named("hicachedeployment").Complete(r)
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hicachev1alpha1.HiCacheDeployment{}, backendRefIndex,
+		func(o client.Object) []string {
+			hcd := o.(*hicachev1alpha1.HiCacheDeployment)
+			if hcd.Spec.Storage == nil {
+				return nil
+			}
+			return []string{hcd.Spec.Storage.BackendRef.Name}
+		}); err != nil {
+		return err
+	}
+	podToHCD := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[LabelDeployment]
+		if name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	})
+	backendToHCD := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list hicachev1alpha1.HiCacheDeploymentList
+		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{backendRefIndex: o.GetName()}); err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for i := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+		return reqs
+	})
+	hasDeploymentLabel, err := predicate.LabelSelectorPredicate(metav1.LabelSelector{
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: LabelDeployment, Operator: metav1.LabelSelectorOpExists}}})
+	if err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&hicachev1alpha1.HiCacheDeployment{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&hicachev1alpha1.CacheFlush{}).
+		Watches(&corev1.Pod{}, podToHCD, builder.WithPredicates(hasDeploymentLabel)).
+		Watches(&hicachev1alpha1.CacheBackend{}, backendToHCD).
+		Named("hicachedeployment").
+		Complete(r)
 }

@@ -1,0 +1,381 @@
+package controllers
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
+)
+
+// Labels and annotations the operator puts on what it creates.
+const (
+	LabelDeployment     = "hicache.io/deployment"
+	LabelGroup          = "hicache.io/group"
+	LabelCacheNamespace = "hicache.io/cache-namespace"
+	LabelBackend        = "hicache.io/backend"
+	LabelPodIndex       = "apps.kubernetes.io/pod-index"
+
+	AnnotationTemplateHash = "hicache.io/template-hash"
+	AnnotationLayoutHash   = "hicache.io/layout-hash"
+	AnnotationMembers      = "hicache.io/members"
+
+	// GPUResource is the extended resource rank pods request.
+	GPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+	// SGLangPort serves the leader's HTTP API; DistInitPort is torch.distributed's rendezvous.
+	SGLangPort   = 30000
+	DistInitPort = 20102
+
+	configMountPath = "/etc/hicache"
+)
+
+// backendEndpoints is what rank pods need of the CacheBackend.
+type backendEndpoints struct {
+	Name           string
+	RPCAddress     string
+	MetadataServer string
+	MetricsPort    int
+	MultiTenant    bool
+}
+
+// groupName is the StatefulSet (and headless Service) of serving group g.
+func groupName(hcd string, g int) string { return fmt.Sprintf("%s-%d", hcd, g) }
+
+// configMapName is the ConfigMap with the rendered extra config and rank plan.
+func configMapName(hcd string) string { return hcd + "-hicache" }
+
+func commonLabels(hcd *hicachev1alpha1.HiCacheDeployment) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":       "sglang",
+		"app.kubernetes.io/instance":   hcd.Name,
+		"app.kubernetes.io/managed-by": FieldOwner,
+		LabelDeployment:                hcd.Name,
+	}
+}
+
+func ownerRef(hcd *hicachev1alpha1.HiCacheDeployment) metav1.OwnerReference {
+	return *metav1.NewControllerRef(hcd, hicachev1alpha1.GroupVersion.WithKind("HiCacheDeployment"))
+}
+
+// serverConfig is the SGLang command line of every rank of one group.
+func serverConfig(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be *backendEndpoints, g int) (sglang.ServerConfig, *sglang.MooncakeConfig, error) {
+	spec := &hcd.Spec
+	t := spec.Topology
+	cfg := sglang.ServerConfig{
+		ModelPath:         spec.Model.Path,
+		ServedModelName:   resolve.ServedModelName(spec),
+		Revision:          spec.Model.Revision,
+		TP:                int(t.TensorParallel),
+		PP:                int(t.PipelineParallel),
+		EnableDPAttention: t.DPAttention,
+		Port:              SGLangPort,
+		PageSize:          int(spec.HiCache.PageSize),
+		KVCacheDType:      string(spec.HiCache.KVCacheDType),
+		MambaSSMDType:     spec.HiCache.MambaSSMDType,
+		Quantization:      spec.Model.Quantization,
+		ExtraArgs:         spec.Template.ExtraArgs,
+	}
+	if t.DataParallel > 1 {
+		cfg.DP = int(t.DataParallel)
+	}
+	if r.Nodes > 1 {
+		cfg.NNodes = r.Nodes
+		cfg.NodeRankEnv = "$(NODE_RANK)"
+		cfg.DistInitAddr = fmt.Sprintf("%s-0.%s.%s.svc:%d", groupName(hcd.Name, g), groupName(hcd.Name, g), hcd.Namespace, DistInitPort)
+	}
+	if d := t.Draft; d != nil {
+		cfg.Speculative = &sglang.Speculative{
+			Algorithm:         string(d.Algorithm),
+			DraftModelPath:    d.ModelPath,
+			NumSteps:          int(d.NumSteps),
+			EagleTopK:         int(d.EagleTopK),
+			NumDraftTokens:    int(d.NumDraftTokens),
+			DraftKVCacheDType: string(d.KVCacheDType),
+			DSparkBlockSize:   int(d.DSparkBlockSize),
+		}
+	}
+	h := spec.HiCache
+	cfg.HiCache = &sglang.HiCache{
+		HostMemoryMode: string(h.HostMemoryMode),
+		Ratio:          r.Settings.HiCacheRatio,
+		SizeGB:         int(h.SizeGB),
+		WritePolicy:    string(h.WritePolicy),
+		IOBackend:      string(h.IOBackend),
+		MemLayout:      string(h.MemLayout),
+		PrefetchPolicy: string(h.PrefetchPolicy),
+	}
+	if spec.Storage == nil || be == nil {
+		return cfg, nil, nil
+	}
+	mc := &sglang.MooncakeConfig{
+		MasterServerAddress: be.RPCAddress,
+		MetadataServer:      be.MetadataServer,
+		Protocol:            string(spec.Storage.Protocol),
+		ExtraBackendTag:     r.Namespace,
+		MasterMetricsPort:   be.MetricsPort,
+		LocalHostname:       "$(POD_IP)",
+	}
+	if be.MultiTenant {
+		mc.TenantID = r.Namespace
+	}
+	if q := spec.Storage.GlobalSegmentSize; q != nil {
+		mc.GlobalSegmentSize = q.Value()
+	}
+	extra, err := sglang.MooncakeExtraConfig(*mc)
+	if err != nil {
+		return cfg, nil, err
+	}
+	cfg.HiCache.StorageBackend = "mooncake"
+	cfg.HiCache.ExtraConfig = extra
+	return cfg, mc, nil
+}
+
+// buildConfigMap holds the rendered extra config and the rank plan, for people and tools.
+func buildConfigMap(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, mc *sglang.MooncakeConfig) (*corev1.ConfigMap, error) {
+	planJSON, err := json.MarshalIndent(r.Plan, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]string{
+		"plan.txt":  r.Plan.String(),
+		"plan.json": string(planJSON),
+		"layout.txt": fmt.Sprintf("namespace: %s\nfingerprint: %s\n\n%s",
+			r.Namespace, r.Fingerprint, r.Facts.Canonical()),
+	}
+	if mc != nil {
+		extra, err := sglang.MooncakeExtraConfig(*mc)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.MarshalIndent(extra, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		data["extra-config.json"] = string(b)
+	}
+	return &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: configMapName(hcd.Name), Namespace: hcd.Namespace,
+			Labels: commonLabels(hcd), OwnerReferences: []metav1.OwnerReference{ownerRef(hcd)},
+		},
+		Data: data,
+	}, nil
+}
+
+// buildClientService fronts the leaders of every group.
+func buildClientService(hcd *hicachev1alpha1.HiCacheDeployment) *corev1.Service {
+	sel := map[string]string{LabelDeployment: hcd.Name, LabelPodIndex: "0"}
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: hcd.Name, Namespace: hcd.Namespace,
+			Labels: commonLabels(hcd), OwnerReferences: []metav1.OwnerReference{ownerRef(hcd)},
+		},
+		Spec: corev1.ServiceSpec{
+			Selector: sel,
+			Ports: []corev1.ServicePort{{
+				Name: "http", Port: SGLangPort, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+}
+
+// buildHeadlessService gives group g's ranks stable DNS names.
+func buildHeadlessService(hcd *hicachev1alpha1.HiCacheDeployment, g int) *corev1.Service {
+	labels := groupLabels(hcd, g)
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: groupName(hcd.Name, g), Namespace: hcd.Namespace,
+			Labels: labels, OwnerReferences: []metav1.OwnerReference{ownerRef(hcd)},
+		},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			PublishNotReadyAddresses: true,
+			Selector:                 map[string]string{LabelDeployment: hcd.Name, LabelGroup: strconv.Itoa(g)},
+			Ports: []corev1.ServicePort{{
+				Name: "dist", Port: DistInitPort, TargetPort: intstr.FromInt32(DistInitPort), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+}
+
+func groupLabels(hcd *hicachev1alpha1.HiCacheDeployment, g int) map[string]string {
+	l := commonLabels(hcd)
+	l[LabelGroup] = strconv.Itoa(g)
+	return l
+}
+
+// buildGroup is the StatefulSet of serving group g: one pod per node, pod 0 the leader.
+func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be *backendEndpoints, g int, image string) (*appsv1.StatefulSet, error) {
+	cfg, mc, err := serverConfig(hcd, r, be, g)
+	if err != nil {
+		return nil, err
+	}
+	args, err := sglang.Args(cfg)
+	if err != nil {
+		return nil, err
+	}
+	spec := &hcd.Spec
+	podLabels := groupLabels(hcd, g)
+	for k, v := range spec.Template.Labels {
+		if _, reserved := podLabels[k]; !reserved {
+			podLabels[k] = v
+		}
+	}
+	if spec.Storage != nil {
+		podLabels[LabelCacheNamespace] = r.Namespace
+		podLabels[LabelBackend] = spec.Storage.BackendRef.Name
+	}
+
+	env := []corev1.EnvVar{
+		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		{Name: "NODE_RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + LabelPodIndex + "']"}}},
+	}
+	if mc != nil {
+		mEnv, err := sglang.Env(*mc)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range mEnv {
+			env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+		}
+	}
+	env = append(env, spec.Template.Env...)
+
+	resources := *spec.Resources.DeepCopy()
+	gpus := *resource.NewQuantity(int64(r.GPUsPerPod), resource.DecimalSI)
+	if resources.Requests == nil {
+		resources.Requests = corev1.ResourceList{}
+	}
+	if resources.Limits == nil {
+		resources.Limits = corev1.ResourceList{}
+	}
+	resources.Requests[GPUResource] = gpus
+	resources.Limits[GPUResource] = gpus
+
+	container := corev1.Container{
+		Name:      "sglang",
+		Image:     image,
+		Command:   sglang.Command(),
+		Args:      args,
+		Env:       env,
+		Resources: resources,
+		Ports: []corev1.ContainerPort{
+			{Name: "http", ContainerPort: SGLangPort, Protocol: corev1.ProtocolTCP},
+			{Name: "dist", ContainerPort: DistInitPort, Protocol: corev1.ProtocolTCP},
+		},
+		// Only the leader (node rank 0) serves HTTP; followers are ready once running.
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c",
+				fmt.Sprintf(`[ "$NODE_RANK" != "0" ] || python3 -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:%d/health", timeout=3)'`, SGLangPort)}}},
+			PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 3,
+		},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "dshm", MountPath: "/dev/shm"},
+			{Name: "hicache", MountPath: configMountPath, ReadOnly: true},
+		},
+	}
+	volumes := []corev1.Volume{
+		{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+		{Name: "hicache", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: configMapName(hcd.Name)}}}},
+	}
+	if spec.Storage != nil && spec.Storage.Protocol == "rdma" {
+		container.SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"IPC_LOCK"}}}
+		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "infiniband", MountPath: "/dev/infiniband"})
+		volumes = append(volumes, corev1.Volume{Name: "infiniband", VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: "/dev/infiniband"}}})
+	}
+
+	podSpec := corev1.PodSpec{
+		Containers:         []corev1.Container{container},
+		Volumes:            volumes,
+		NodeSelector:       spec.Template.NodeSelector,
+		Tolerations:        spec.Template.Tolerations,
+		ServiceAccountName: spec.Template.ServiceAccountName,
+		// A rank must never share a node with another rank of the same group.
+		Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelDeployment: hcd.Name, LabelGroup: strconv.Itoa(g)}},
+				TopologyKey:   "kubernetes.io/hostname",
+			}},
+		}},
+	}
+	if r.Nodes == 1 {
+		podSpec.Affinity = nil
+	}
+	annotations := map[string]string{AnnotationLayoutHash: r.ShortHash}
+	for k, v := range spec.Template.Annotations {
+		if _, reserved := annotations[k]; !reserved {
+			annotations[k] = v
+		}
+	}
+	template := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: annotations},
+		Spec:       podSpec,
+	}
+	hash, err := templateHash(&template)
+	if err != nil {
+		return nil, err
+	}
+	template.Annotations[AnnotationTemplateHash] = hash
+
+	sts := &appsv1.StatefulSet{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: groupName(hcd.Name, g), Namespace: hcd.Namespace,
+			Labels:          groupLabels(hcd, g),
+			Annotations:     map[string]string{AnnotationTemplateHash: hash},
+			OwnerReferences: []metav1.OwnerReference{ownerRef(hcd)},
+		},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To(int32(r.Nodes)),
+			ServiceName:         groupName(hcd.Name, g),
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			// The operator replaces a group's pods all at once: ranks of one group must not mix
+			// versions, and a lost rank cannot rejoin a running process group.
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{LabelDeployment: hcd.Name, LabelGroup: strconv.Itoa(g)}},
+			Template:       template,
+		},
+	}
+	return sts, nil
+}
+
+// templateHash is a short hash of a pod template, to tell groups that run it from those that
+// do not.
+func templateHash(t *corev1.PodTemplateSpec) (string, error) {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:16], nil
+}
+
+// membersAnnotation records which pod UID holds each ordinal of a formed group, so a replaced
+// rank is noticed even when its replacement looks healthy.
+func membersAnnotation(pods []corev1.Pod) string {
+	parts := make([]string, 0, len(pods))
+	for i := range pods {
+		parts = append(parts, pods[i].Labels[LabelPodIndex]+"="+string(pods[i].UID))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,250 @@
+package controllers
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/resolve"
+)
+
+// computeStatus is the status of a HiCacheDeployment given what one reconcile observed. It is
+// pure: the same observation gives the same status, and conditions keep their transition time
+// while their status holds.
+func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicachev1alpha1.HiCacheDeploymentStatus {
+	st := hcd.Status.DeepCopy()
+	st.ObservedGeneration = hcd.Generation
+	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
+		c := metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg,
+			ObservedGeneration: hcd.Generation, LastTransitionTime: obs.now}
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+
+	desiredGroups := int32(1)
+	if hcd.Spec.Replicas != nil {
+		desiredGroups = *hcd.Spec.Replicas
+	}
+
+	if obs.resolveErr != nil {
+		reason := hicachev1alpha1.ReasonInvalidSpec
+		var up *resolve.UnknownProfileError
+		if errors.As(obs.resolveErr, &up) {
+			reason = hicachev1alpha1.ReasonUnknownProfile
+		}
+		msg := obs.resolveErr.Error() + "; nothing is created until the spec is fixed"
+		set(hicachev1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
+		set(hicachev1alpha1.ConditionProgressing, metav1.ConditionFalse, reason, msg)
+		countGroups(st, obs, desiredGroups)
+		return st
+	}
+	res := obs.resolved
+	st.Attention = hicachev1alpha1.AttentionKind(res.Topology.Attention)
+	st.Draft = res.DraftSummary()
+	st.Selector = LabelDeployment + "=" + hcd.Name
+	st.Plan = planStatus(res)
+	st.Cache = cacheStatus(hcd, obs)
+
+	countGroups(st, obs, desiredGroups)
+
+	// BackendReady mirrors the CacheBackend.
+	switch {
+	case hcd.Spec.Storage == nil:
+		set(hicachev1alpha1.ConditionBackendReady, metav1.ConditionTrue, hicachev1alpha1.ReasonNoStorage,
+			"No L3 store is configured; the cache stops at host memory")
+	case obs.backendErr != nil:
+		set(hicachev1alpha1.ConditionBackendReady, metav1.ConditionFalse, obs.backendErr.reason, obs.backendErr.message)
+	default:
+		set(hicachev1alpha1.ConditionBackendReady, metav1.ConditionTrue, hicachev1alpha1.ReasonBackendReady,
+			fmt.Sprintf("CacheBackend %q is ready at %s", obs.backend.Name, obs.backend.RPCAddress))
+	}
+
+	// Ready and Progressing from the groups.
+	switch {
+	case obs.backendErr != nil && len(obs.groups) == 0:
+		set(hicachev1alpha1.ConditionReady, metav1.ConditionFalse, obs.backendErr.reason, obs.backendErr.message)
+		set(hicachev1alpha1.ConditionProgressing, metav1.ConditionFalse, obs.backendErr.reason, "Waiting for the cache backend before creating serving groups")
+	case obs.applyErr != nil:
+		set(hicachev1alpha1.ConditionProgressing, metav1.ConditionFalse, hicachev1alpha1.ReasonReconcileError, obs.applyErr.Error())
+		setReady(set, st, desiredGroups)
+	case desiredGroups == 0:
+		set(hicachev1alpha1.ConditionReady, metav1.ConditionTrue, hicachev1alpha1.ReasonScaledToZero, "Scaled to zero serving groups")
+		set(hicachev1alpha1.ConditionProgressing, metav1.ConditionFalse, hicachev1alpha1.ReasonUpToDate, "No serving groups")
+	default:
+		setReady(set, st, desiredGroups)
+		if st.UpdatedReplicas == desiredGroups && st.ReadyReplicas == desiredGroups && st.Replicas == desiredGroups {
+			set(hicachev1alpha1.ConditionProgressing, metav1.ConditionFalse, hicachev1alpha1.ReasonUpToDate,
+				fmt.Sprintf("All %d serving groups run the current spec", desiredGroups))
+		} else {
+			set(hicachev1alpha1.ConditionProgressing, metav1.ConditionTrue, hicachev1alpha1.ReasonRollingOut,
+				fmt.Sprintf("%d of %d serving groups run the current spec, %d ready", st.UpdatedReplicas, desiredGroups, st.ReadyReplicas))
+		}
+	}
+
+	// CacheLayoutCurrent: every group writes under the current namespace.
+	if hcd.Spec.Storage != nil {
+		stale := groupsOffLayout(obs, res)
+		switch {
+		case len(stale) > 0:
+			set(hicachev1alpha1.ConditionCacheLayoutCurrent, metav1.ConditionFalse, hicachev1alpha1.ReasonLayoutChanging,
+				fmt.Sprintf("Serving groups %s still write under an older layout; they are replaced one at a time", joinInts(stale)))
+		default:
+			set(hicachev1alpha1.ConditionCacheLayoutCurrent, metav1.ConditionTrue, hicachev1alpha1.ReasonLayoutCurrent,
+				fmt.Sprintf("Every serving group writes under namespace %s (layout %s)", res.Namespace, res.ShortHash))
+		}
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, hicachev1alpha1.ConditionCacheLayoutCurrent)
+	}
+	return st
+}
+
+func setReady(set func(string, metav1.ConditionStatus, string, string), st *hicachev1alpha1.HiCacheDeploymentStatus, desired int32) {
+	if st.ReadyReplicas >= desired && st.Replicas == desired {
+		set(hicachev1alpha1.ConditionReady, metav1.ConditionTrue, hicachev1alpha1.ReasonAllGroupsReady,
+			fmt.Sprintf("All %d serving groups are ready", desired))
+		return
+	}
+	set(hicachev1alpha1.ConditionReady, metav1.ConditionFalse, hicachev1alpha1.ReasonGroupsNotReady,
+		fmt.Sprintf("%d of %d serving groups are ready", st.ReadyReplicas, desired))
+}
+
+// countGroups fills the group counters from the observed groups.
+func countGroups(st *hicachev1alpha1.HiCacheDeploymentStatus, obs *observed, desired int32) {
+	var existing, ready, updated int32
+	nodes := 0
+	if obs.resolved != nil {
+		nodes = obs.resolved.Nodes
+	}
+	for g, grp := range obs.groups {
+		if int32(g) >= desired {
+			continue
+		}
+		existing++
+		if slicesContains(obs.rolling, g) || slicesContains(obs.recreated, g) {
+			continue
+		}
+		if groupReady(grp, nodes) {
+			ready++
+		}
+		if hash, ok := obs.desired[g]; ok && groupCurrent(grp, hash) && len(grp.pods) == nodes {
+			updated++
+		}
+	}
+	st.Replicas, st.ReadyReplicas, st.UpdatedReplicas = existing, ready, updated
+	st.Ready = fmt.Sprintf("%d/%d", ready, desired)
+}
+
+// groupsOffLayout lists groups whose pods write under another namespace or layout.
+func groupsOffLayout(obs *observed, res *resolve.Resolved) []int {
+	var out []int
+	for g, grp := range obs.groups {
+		for i := range grp.pods {
+			p := &grp.pods[i]
+			if p.Labels[LabelCacheNamespace] != res.Namespace || p.Annotations[AnnotationLayoutHash] != res.ShortHash {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+func planStatus(res *resolve.Resolved) *hicachev1alpha1.PlanStatus {
+	p := &hicachev1alpha1.PlanStatus{
+		Ranks:   int32(len(res.Plan.Ranks)),
+		Nodes:   int32(res.Nodes),
+		Writers: int32(res.Writers()),
+		Summary: truncate(res.Plan.Summary(), 1024),
+	}
+	for i, w := range res.Plan.Warnings {
+		if i == 16 {
+			break
+		}
+		p.Warnings = append(p.Warnings, truncate(w.Message, 512))
+	}
+	return p
+}
+
+// cacheStatus records the layout the current spec writes under and keeps the namespaces older
+// layouts left behind.
+func cacheStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicachev1alpha1.CacheStatus {
+	res := obs.resolved
+	old := hcd.Status.Cache
+	cs := &hicachev1alpha1.CacheStatus{LayoutHash: res.Fingerprint, ShortHash: res.ShortHash, Namespace: res.Namespace}
+	if hcd.Spec.Storage == nil {
+		cs.Namespace = ""
+	}
+	facts := res.FactList()
+	if len(facts) > 64 {
+		facts = facts[:64]
+	}
+	for i := range facts {
+		facts[i] = truncate(facts[i], 256)
+	}
+	cs.Facts = facts
+	if old != nil {
+		cs.StaleNamespaces = append(cs.StaleNamespaces, old.StaleNamespaces...)
+		cs.LastFlush = old.LastFlush
+		if old.Namespace != "" && old.Namespace != cs.Namespace && !hasStale(cs.StaleNamespaces, old.Namespace) {
+			cs.StaleNamespaces = append(cs.StaleNamespaces, hicachev1alpha1.StaleNamespace{
+				Namespace: old.Namespace, LayoutHash: old.ShortHash, Since: obs.now})
+		}
+	}
+	// A namespace the current layout writes again is not stale.
+	cs.StaleNamespaces = filterStale(cs.StaleNamespaces, func(s hicachev1alpha1.StaleNamespace) bool { return s.Namespace != cs.Namespace })
+	if len(cs.StaleNamespaces) > 32 {
+		cs.StaleNamespaces = cs.StaleNamespaces[len(cs.StaleNamespaces)-32:]
+	}
+	if len(cs.StaleNamespaces) == 0 {
+		cs.StaleNamespaces = nil
+	}
+	return cs
+}
+
+func hasStale(list []hicachev1alpha1.StaleNamespace, ns string) bool {
+	for _, s := range list {
+		if s.Namespace == ns {
+			return true
+		}
+	}
+	return false
+}
+
+func filterStale(list []hicachev1alpha1.StaleNamespace, keep func(hicachev1alpha1.StaleNamespace) bool) []hicachev1alpha1.StaleNamespace {
+	out := list[:0:0]
+	for _, s := range list {
+		if keep(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+func joinInts(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprint(x)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func slicesContains(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
