@@ -69,7 +69,8 @@ type Warning struct {
 	Message string     `json:"message"`
 }
 
-// RankPlan is the per-rank L3 duty plan of a topology.
+// RankPlan is the per-rank L3 duty plan of a topology. Ranks of one PP stage
+// share the KeySuffixes slices of replicated pools: treat a plan as read-only.
 type RankPlan struct {
 	Attention        AttentionKind `json:"attention"`
 	Backend          BackendType   `json:"backend"`
@@ -116,6 +117,9 @@ func Plan(t Topology) (RankPlan, error) {
 	replicatedTarget := t.Attention.RankReplicated()
 	for rep := 0; rep < plan.Replicas; rep++ {
 		for pp := 0; pp < t.PipelineParallel; pp++ {
+			// Replicated objects have the same suffixes on every rank of a
+			// stage: compute them once and share the (read-only) slices.
+			replicatedKeys := make(map[PoolName][]string, len(pools))
 			for dpg := 0; dpg < plan.AttentionDPGroups; dpg++ {
 				for tp := 0; tp < attnTP; tp++ {
 					d := RankDuty{
@@ -131,10 +135,17 @@ func Plan(t Topology) (RankPlan, error) {
 					leader := tp == 0 || !replicatedTarget
 					for _, p := range pools {
 						sh := t.PoolSharding(p)
-						keys := PoolKeys{Pool: p, Sharding: sh, KeySuffixes: KeySuffixes(SuffixInput{
-							Pool: p, Sharding: sh, TPRank: tp, PPRank: pp,
-							PipelineParallel: t.PipelineParallel, MambaConvBuffers: t.MambaConvBuffers,
-						})}
+						suffixes, ok := replicatedKeys[p]
+						if !ok {
+							suffixes = KeySuffixes(SuffixInput{
+								Pool: p, Sharding: sh, TPRank: tp, PPRank: pp,
+								PipelineParallel: t.PipelineParallel, MambaConvBuffers: t.MambaConvBuffers,
+							})
+							if sh == Replicated {
+								replicatedKeys[p] = suffixes
+							}
+						}
+						keys := PoolKeys{Pool: p, Sharding: sh, KeySuffixes: suffixes}
 						d.Reads = append(d.Reads, keys)
 						if leader || followerWrites(t, p, sh) {
 							d.Writes = append(d.Writes, keys)
