@@ -29,7 +29,7 @@ const (
 )
 
 // startAPIServer runs etcd and kube-apiserver through envtest on 127.0.0.1 and installs the CRDs.
-func (c *Cluster) startAPIServer(ctx context.Context, paths binPaths, crdPaths []string) error {
+func (c *Cluster) startAPIServer(ctx context.Context, paths binPaths, opts Options) error {
 	etcdLog, err := c.openLog("etcd")
 	if err != nil {
 		return err
@@ -42,7 +42,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, paths binPaths, crdPaths [
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("start the API server: %w", err)
 		}
-		env, err := c.newEnvironment(paths, crdPaths, etcdLog, apiLog)
+		env, err := c.newEnvironment(paths, opts, etcdLog, apiLog)
 		if err != nil {
 			return err
 		}
@@ -75,7 +75,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, paths binPaths, crdPaths [
 	return nil
 }
 
-func (c *Cluster) newEnvironment(paths binPaths, crdPaths []string, etcdLog, apiLog *os.File) (*envtest.Environment, error) {
+func (c *Cluster) newEnvironment(paths binPaths, opts Options, etcdLog, apiLog *os.File) (*envtest.Environment, error) {
 	var ports [3]int
 	for i := range ports {
 		p, err := freePort()
@@ -98,7 +98,8 @@ func (c *Cluster) newEnvironment(paths binPaths, crdPaths []string, etcdLog, api
 
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    paths.binDir,
-		CRDDirectoryPaths:        crdPaths,
+		CRDDirectoryPaths:        opts.CRDDirectoryPaths,
+		WebhookInstallOptions:    opts.Webhooks,
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: defaultTimeout / 2,
 		ControlPlaneStopTimeout:  stopGrace * 2,

@@ -37,6 +37,10 @@ type Options struct {
 	// CRDDirectoryPaths are files or directories of CustomResourceDefinitions to install
 	// before Start returns. A path that does not exist is an error.
 	CRDDirectoryPaths []string
+	// Webhooks, when it lists webhook configurations, are installed as envtest does: with
+	// a serving certificate and a local host and port for the webhook server, which
+	// (*Cluster).Webhooks reports after Start.
+	Webhooks envtest.WebhookInstallOptions
 	// APIServerOnly starts etcd and kube-apiserver only: no controller-manager, scheduler,
 	// kwok or nodes. Enough for tests that only read and write objects; about 4 s faster.
 	APIServerOnly bool
@@ -110,7 +114,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}()
 
 	began := time.Now()
-	if err := c.startAPIServer(ctx, paths, opts.CRDDirectoryPaths); err != nil {
+	if err := c.startAPIServer(ctx, paths, opts); err != nil {
 		return nil, err
 	}
 	c.logf("API server ready at %s after %s", c.config.Host, time.Since(began).Round(time.Millisecond))
@@ -145,6 +149,10 @@ func (c *Cluster) Dir() string { return c.dir }
 // LogDir holds one <component>.log per process: etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kwok.
 func (c *Cluster) LogDir() string { return filepath.Join(c.dir, "logs") }
+
+// Webhooks returns the webhook install options as envtest completed them: LocalServingHost,
+// LocalServingPort and LocalServingCertDir are where the webhook server must listen.
+func (c *Cluster) Webhooks() *envtest.WebhookInstallOptions { return &c.env.WebhookInstallOptions }
 
 // NodeNames lists the fake nodes Start created, in order.
 func (c *Cluster) NodeNames() []string { return append([]string(nil), c.nodes...) }

@@ -3,15 +3,18 @@ package localcluster_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +26,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
 )
@@ -266,7 +270,28 @@ func TestAPIServerOnly(t *testing.T) {
 	}
 
 	began := time.Now()
-	c, err := localcluster.Start(ctx, localcluster.Options{APIServerOnly: true, CRDDirectoryPaths: []string{crds}})
+	ignore := admissionregistrationv1.Ignore
+	none := admissionregistrationv1.SideEffectClassNone
+	webhook := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets"},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "widgets.example.hicache.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Name: "w", Namespace: "default", Path: ptr("/validate")}},
+			FailurePolicy:           &ignore,
+			SideEffects:             &none,
+			AdmissionReviewVersions: []string{"v1"},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"example.hicache.io"}, APIVersions: []string{"v1"}, Resources: []string{"widgets"}},
+			}},
+		}},
+	}
+	c, err := localcluster.Start(ctx, localcluster.Options{
+		APIServerOnly:     true,
+		CRDDirectoryPaths: []string{crds},
+		Webhooks:          envtest.WebhookInstallOptions{ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{webhook}},
+	})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -286,6 +311,23 @@ func TestAPIServerOnly(t *testing.T) {
 	gvr := schema.GroupVersionResource{Group: "example.hicache.io", Version: "v1", Resource: "widgets"}
 	if _, err := dyn.Resource(gvr).Namespace("default").Create(ctx, widget, metav1.CreateOptions{}); err != nil {
 		t.Errorf("create a Widget of the installed CRD: %v", err)
+	}
+
+	cs, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	installed, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "widgets", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the webhook configuration from Options.Webhooks is not installed: %v", err)
+	}
+	wh := c.Webhooks()
+	// envtest points the webhook at the local server it prepared (and joins the path with
+	// an extra slash).
+	wantPrefix := "https://" + net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort)) + "/"
+	got := ptrString(installed.Webhooks[0].ClientConfig.URL)
+	if wh.LocalServingPort == 0 || !strings.HasPrefix(got, wantPrefix) || !strings.HasSuffix(got, "/validate") || len(installed.Webhooks[0].ClientConfig.CABundle) == 0 {
+		t.Errorf("installed webhook URL = %s (CA bundle of %d bytes), want %s…/validate and a CA bundle", got, len(installed.Webhooks[0].ClientConfig.CABundle), wantPrefix)
 	}
 
 	pids, err := localcluster.ProcessesUsing(dir)
@@ -339,6 +381,8 @@ spec:
             properties:
               size: {type: integer}
 `
+
+func ptr[T any](v T) *T { return &v }
 
 func makeNamespace(ctx context.Context, t *testing.T, cs kubernetes.Interface, prefix string) string {
 	t.Helper()
@@ -478,4 +522,11 @@ func dumpLogs(t *testing.T, dir string) {
 		}
 		t.Logf("=== the end of %s:\n%s", e.Name(), strings.Join(lines, "\n"))
 	}
+}
+
+func ptrString(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }
