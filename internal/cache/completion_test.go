@@ -29,10 +29,11 @@ func resultsFor(d RankDuty, pages int, failPool PoolName) []WriteResult {
 
 func TestCompletedTokensAcrossTopologies(t *testing.T) {
 	const tokens = 4 * 64
-	layouts := map[string]struct{ tp, pp int }{
-		"TP1":      {1, 1},
-		"TP8":      {8, 1},
-		"TP16 PP2": {16, 2},
+	layouts := map[string]struct{ tp, pp int }{}
+	for _, tp := range []int{1, 8, 16} {
+		for _, pp := range []int{1, 2} {
+			layouts[fmt.Sprintf("TP%d PP%d", tp, pp)] = struct{ tp, pp int }{tp, pp}
+		}
 	}
 	type scenario struct {
 		topo     func(tp, pp int) *topoBuilder

@@ -30,7 +30,7 @@ const (
 	AttentionHybridMambaMLA AttentionKind = "HybridMambaMLA"
 )
 
-// AttentionKinds lists every attention kind the planner understands.
+// attentionKinds lists every attention kind the planner understands.
 var attentionKinds = []AttentionKind{
 	AttentionMHA, AttentionMLA, AttentionDSV4, AttentionHybridMambaMHA, AttentionHybridMambaMLA,
 }
