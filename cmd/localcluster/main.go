@@ -178,7 +178,7 @@ func cleanup(st state) error {
 		if err := localcluster.KillProcessesUsing(dir); err != nil {
 			return fmt.Errorf("kill the processes left from %s: %w", dir, err)
 		}
-		for i := 0; i < 50; i++ {
+		for range 50 {
 			if pids, _ := localcluster.ProcessesUsing(dir); len(pids) == 0 {
 				break
 			}

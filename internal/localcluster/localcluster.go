@@ -7,6 +7,24 @@
 //
 // Every binary comes from the repository's bin/ directory, built by hack/tools.sh; Start
 // never builds anything. Every server listens on 127.0.0.1 only.
+//
+// In a test:
+//
+//	c, err := localcluster.Start(ctx, localcluster.Options{
+//		CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")},
+//	})
+//	if err != nil {
+//		t.Fatal(err) // names a missing binary and the hack/tools.sh command that builds it
+//	}
+//	t.Cleanup(func() { _ = c.Stop() })
+//	k8s, err := client.New(c.Config(), client.Options{Scheme: scheme})
+//
+// The fake nodes have no taints, so pods need no toleration; they request nvidia.com/gpu
+// as on a real cluster. (*Cluster).FailPod makes a pod fail. envtest's API server runs
+// without the ServiceAccount admission plugin, so pods get no token volume.
+//
+// A cluster whose test binary died (a -timeout panic, SIGKILL) leaves etcd and
+// kube-apiserver behind; the next Start with a temporary Dir reaps them.
 package localcluster
 
 import (

@@ -39,7 +39,9 @@ type component struct {
 }
 
 // startComponent runs path with args in a new process group, output appended to logFile.
-// The process gets SIGKILL if this process dies without calling Stop.
+// The process gets SIGKILL if this process dies without calling Stop (Pdeathsig; it fires
+// when the starting OS thread ends, which the Go runtime only does for goroutines that
+// lock their thread and exit, and nothing here does).
 func startComponent(name, path string, args, env []string, logFile *os.File) (*component, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Stdout = logFile
@@ -152,8 +154,11 @@ func trustingClient(certFile string) (*http.Client, error) {
 		return nil, fmt.Errorf("no certificate in %s yet", certFile)
 	}
 	return &http.Client{
-		Timeout:   2 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
+		Timeout: 2 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig:   &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+			DisableKeepAlives: true, // one probe per client: leave no idle connection behind
+		},
 	}, nil
 }
 
