@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Mooncake key schema.
+// Mooncake key schema (as of SGLang 0.5.23, mooncake_store.py).
 //
 // One L3 object holds one page of one pool (for one rank, if the pool is
 // rank-sharded). Its key is
@@ -35,11 +35,16 @@ import (
 const pageHashHexLen = 64
 
 // NamespacePrefix returns the key prefix SGLang puts in front of every page
-// hash: "{tag}_{served}_" where served is the served model name with every
-// "/" replaced by "-". Either part may be empty: an empty tag gives
-// "{served}_", an empty served name gives "{tag}_", and both empty give ""
-// (keys are then bare page hashes with suffixes, shared by every deployment
-// on the store).
+// hash: "{tag}_{served}_" where tag is Mooncake's extra_backend_tag (kept
+// verbatim) and served is the served model name with every "/" replaced by
+// "-". Either part may be empty: an empty tag gives "{served}_", an empty
+// served name gives "{tag}_", and both empty give "" (keys are then bare
+// page hashes with suffixes, shared by every deployment on the store).
+//
+// Pass the effective served model name: SGLang defaults it to --model-path,
+// and appends "-unified-token-major" when the host pool is the unified
+// token-major pool. (With decode context parallelism SGLang adds a
+// topology part to the prefix, which this function does not model.)
 func NamespacePrefix(tag, servedModelName string) string {
 	var b strings.Builder
 	if tag != "" {

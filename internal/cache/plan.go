@@ -56,9 +56,10 @@ const (
 	// target with a backend other than Mooncake; SGLang's followers do not
 	// write their draft shards, so draft L3 hits miss on followers.
 	WarnDraftShardsNotWritten WarningCode = "DraftShardsNotWritten"
-	// WarnDSparkPipelineParallel: SGLang's DSpark launcher is reported to
-	// require pp_size == 1.
-	WarnDSparkPipelineParallel WarningCode = "DSparkPipelineParallel"
+	// WarnDraftParallelism: SGLang refuses this speculative algorithm with
+	// this parallelism at start (DFLASH needs pp 1, DSPARK pp 1 outside PD
+	// prefill, UNO tp = pp = 1), as of 0.5.23.
+	WarnDraftParallelism WarningCode = "DraftParallelism"
 )
 
 // Warning is something about a plan a person should know.
@@ -218,11 +219,16 @@ func planWarnings(t Topology) []Warning {
 				t.Draft.Algorithm, t.Attention, t.Backend, t.AttentionTP()-1, joinPools(missing)),
 		})
 	}
-	if t.Draft.Algorithm == DraftDSPARK && t.PipelineParallel > 1 {
-		out = append(out, Warning{
-			Code:    WarnDSparkPipelineParallel,
-			Message: fmt.Sprintf("SGLang's DSpark launcher is reported to require --pp-size 1; this topology has pipelineParallel %d", t.PipelineParallel),
-		})
+	switch {
+	case t.Draft.Algorithm == DraftDFLASH && t.PipelineParallel > 1:
+		out = append(out, Warning{Code: WarnDraftParallelism, Message: fmt.Sprintf(
+			"SGLang runs DFLASH only with --pp-size 1; this topology has pipelineParallel %d", t.PipelineParallel)})
+	case t.Draft.Algorithm == DraftDSPARK && t.PipelineParallel > 1:
+		out = append(out, Warning{Code: WarnDraftParallelism, Message: fmt.Sprintf(
+			"SGLang runs DSPARK with --pp-size > 1 only on PD prefill servers; this topology has pipelineParallel %d", t.PipelineParallel)})
+	case t.Draft.Algorithm == DraftUNO && (t.TensorParallel != 1 || t.PipelineParallel != 1):
+		out = append(out, Warning{Code: WarnDraftParallelism, Message: fmt.Sprintf(
+			"SGLang runs UNO only with --tp-size 1 and --pp-size 1; this topology has tensorParallel %d, pipelineParallel %d", t.TensorParallel, t.PipelineParallel)})
 	}
 	return out
 }

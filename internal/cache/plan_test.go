@@ -10,8 +10,8 @@ import (
 )
 
 const dsv4Rank0 = "swa:__swa; deepseek_v4_c4:__deepseek_v4_c4; deepseek_v4_c4_indexer:__deepseek_v4_c4_indexer; " +
-	"deepseek_v4_c4_indexer_scale:__deepseek_v4_c4_indexer_scale; deepseek_v4_c128:__deepseek_v4_c128; " +
-	"deepseek_v4_c4_state:__deepseek_v4_c4_state; deepseek_v4_c128_state:__deepseek_v4_c128_state"
+	"deepseek_v4_c4_state:__deepseek_v4_c4_state; deepseek_v4_c4_indexer_state:__deepseek_v4_c4_indexer_state; " +
+	"deepseek_v4_c128:__deepseek_v4_c128"
 
 // TestPlanDomainRows reproduces every row of the rank-duty table (DOMAIN §10)
 // plus the pipeline and attention-DP rules. want lists the writes of chosen
@@ -118,7 +118,7 @@ func TestPlanDomainRows(t *testing.T) {
 		"DSV4 TP8 none: TP0 writes every pool, kv anchor has no object": {
 			topo:    mk("DeepSeekV4").TP(8),
 			want:    map[int]string{0: dsv4Rank0},
-			summary: "TP0 writes swa, deepseek_v4_c4, deepseek_v4_c4_indexer, deepseek_v4_c4_indexer_scale, deepseek_v4_c128, deepseek_v4_c4_state, deepseek_v4_c128_state; 7 followers: no duties (replicated)",
+			summary: "TP0 writes swa, deepseek_v4_c4, deepseek_v4_c4_indexer, deepseek_v4_c4_state, deepseek_v4_c4_indexer_state, deepseek_v4_c128; 7 followers: no duties (replicated)",
 		},
 		"DSV4 TP8 MTP packed: TP0 only": {
 			topo: mk("DeepSeekV4").TP(8).Draft(DraftNEXTN),

@@ -39,9 +39,11 @@ func (p Profile) DraftAlgorithms() []DraftAlgorithm {
 }
 
 var (
+	// dsv4Pools are the pools SGLang 0.5.23 registers for DeepSeek-V4 without
+	// the fp8 unified kv or the FP4 indexer (those add *_rope and
+	// c4_indexer_scale pools); the c128 state pool is not registered.
 	dsv4Pools = []PoolName{
-		PoolKV, PoolSWA, PoolDSV4C4, PoolDSV4C4Indexer, PoolDSV4C4IndexerScale,
-		PoolDSV4C128, PoolDSV4C4State, PoolDSV4C128State,
+		PoolKV, PoolSWA, PoolDSV4C4, PoolDSV4C4Indexer, PoolDSV4C4State, PoolDSV4C4IndexerState, PoolDSV4C128,
 	}
 	mtp1 = DraftLayout{Placement: DraftPlacementPacked, PackedLayers: 1}
 	// mhaSidecar is a separate draft model with a Llama/Qwen-style MHA host pool.
@@ -74,7 +76,7 @@ var builtinProfiles = map[string]Profile{
 	},
 	"DeepSeekV4": {
 		Name:        "DeepSeekV4",
-		Description: "DeepSeek-V4: compressed MLA (kv is a logical anchor; swa, c4, c4 indexer, c128 and state pools hold the bytes); MTP packs 1 layer, DSpark 3",
+		Description: "DeepSeek-V4: compressed MLA (kv is a logical anchor; swa, c4, c4 indexer, c4 state and c128 pools hold the bytes); MTP packs 1 layer, DSpark 3",
 		Attention:   AttentionDSV4,
 		Pools:       dsv4Pools,
 		Drafts: map[DraftAlgorithm]DraftLayout{

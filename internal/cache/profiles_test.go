@@ -166,9 +166,9 @@ func TestProfileMatrix(t *testing.T) {
 			if p.Summary() == "" {
 				t.Error("empty summary")
 			}
-			wantDSparkWarning := c.alg == DraftDSPARK && c.pp > 1
-			if got := slices.Contains(warningCodes(p), WarnDSparkPipelineParallel); got != wantDSparkWarning {
-				t.Errorf("DSpark PP warning = %v, want %v", got, wantDSparkWarning)
+			wantParallelismWarning := (c.alg == DraftDSPARK || c.alg == DraftDFLASH) && c.pp > 1
+			if got := slices.Contains(warningCodes(p), WarnDraftParallelism); got != wantParallelismWarning {
+				t.Errorf("draft parallelism warning = %v, want %v", got, wantParallelismWarning)
 			}
 		})
 	}

@@ -66,11 +66,20 @@ const (
 	PoolIndexer            PoolName = "indexer"
 	PoolSWA                PoolName = "swa"
 	PoolMamba              PoolName = "mamba"
+	PoolDSV4C1             PoolName = "deepseek_v4_c1"
+	PoolDSV4C1Indexer      PoolName = "deepseek_v4_c1_indexer"
+	PoolDSV4C1IndexerScale PoolName = "deepseek_v4_c1_indexer_scale"
+	PoolDSV4C2             PoolName = "deepseek_v4_c2"
+	PoolDSV4C2Indexer      PoolName = "deepseek_v4_c2_indexer"
+	PoolDSV4C2IndexerScale PoolName = "deepseek_v4_c2_indexer_scale"
 	PoolDSV4C4             PoolName = "deepseek_v4_c4"
 	PoolDSV4C4Indexer      PoolName = "deepseek_v4_c4_indexer"
 	PoolDSV4C4IndexerScale PoolName = "deepseek_v4_c4_indexer_scale"
 	PoolDSV4C128           PoolName = "deepseek_v4_c128"
+	PoolDSV4C4Rope         PoolName = "deepseek_v4_c4_rope"
+	PoolDSV4C128Rope       PoolName = "deepseek_v4_c128_rope"
 	PoolDSV4C4State        PoolName = "deepseek_v4_c4_state"
+	PoolDSV4C4IndexerState PoolName = "deepseek_v4_c4_indexer_state"
 	PoolDSV4C128State      PoolName = "deepseek_v4_c128_state"
 	PoolDraft              PoolName = "draft"
 	PoolDraftSWA           PoolName = "draft_swa"
@@ -85,9 +94,14 @@ const (
 	maxParallelSize      = 1 << 16
 )
 
+// targetPools are the target pools SGLang 0.5.23 can store in Mooncake
+// (PoolName values with a key suffix in mooncake_store.py).
 var targetPools = []PoolName{
 	PoolKV, PoolIndexer, PoolSWA, PoolMamba,
-	PoolDSV4C4, PoolDSV4C4Indexer, PoolDSV4C4IndexerScale, PoolDSV4C128, PoolDSV4C4State, PoolDSV4C128State,
+	PoolDSV4C1, PoolDSV4C1Indexer, PoolDSV4C1IndexerScale,
+	PoolDSV4C2, PoolDSV4C2Indexer, PoolDSV4C2IndexerScale,
+	PoolDSV4C4, PoolDSV4C4Indexer, PoolDSV4C4IndexerScale, PoolDSV4C128,
+	PoolDSV4C4Rope, PoolDSV4C128Rope, PoolDSV4C4State, PoolDSV4C4IndexerState, PoolDSV4C128State,
 }
 
 var draftPools = []PoolName{PoolDraft, PoolDraftSWA, PoolDraftIndexer}
