@@ -1,0 +1,1 @@
+../../internal/mooncake/flushjob/flush.py
