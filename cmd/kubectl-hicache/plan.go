@@ -1,0 +1,244 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/cache"
+	"github.com/hicache-io/hicache-operator/internal/resolve"
+)
+
+func newPlanCmd() *cobra.Command {
+	var (
+		file   string
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "plan -f FILE",
+		Short: "Show the group shape, per-rank L3 duties and L3 layout of HiCacheDeployments",
+		Long: `plan reads HiCacheDeployments from a file (or - for standard input), applies the CRD's
+defaults and shows what the operator decides, without a cluster: the shape of a serving group,
+which rank writes which pool to the L3 store, warnings, the layout facts with their fingerprint,
+and the L3 namespace the deployment writes under. Every HiCacheDeployment of a multi-document
+file is planned; documents of other kinds are skipped.`,
+		Example: `  kubectl hicache plan -f deepseek-v4.yaml
+  kubectl get hcd deepseek-v4 -o yaml | kubectl hicache plan -f - -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return fmt.Errorf("-f is required: name a HiCacheDeployment file, or - for standard input")
+			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			items, err := loadDeployments(source{name: file, in: cmd.InOrStdin()})
+			if err != nil {
+				return err
+			}
+			reports := make([]planReport, 0, len(items))
+			for _, it := range items {
+				r, err := resolve.Resolve(it.hcd)
+				if err != nil {
+					return fmt.Errorf("%s: %w", it.where, err)
+				}
+				reports = append(reports, newPlanReport(it, r))
+			}
+			if output != outputTable {
+				return writeStructured(cmd.OutOrStdout(), output, planList{Deployments: reports})
+			}
+			return writePlans(cmd.OutOrStdout(), reports)
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "HiCacheDeployment YAML or JSON file, or - for standard input")
+	cmd.Flags().StringVarP(&output, "output", "o", outputTable, "output format: "+strings.Join(outputFormats, ", "))
+	return cmd
+}
+
+// planList is the structured output of plan: one entry per HiCacheDeployment, in file order.
+type planList struct {
+	Deployments []planReport `json:"deployments"`
+}
+
+// planReport is everything plan shows about one HiCacheDeployment.
+type planReport struct {
+	Name      string              `json:"name,omitempty"`
+	Source    string              `json:"source"`
+	Profile   string              `json:"profile,omitempty"`
+	Attention cache.AttentionKind `json:"attention"`
+	Draft     string              `json:"draft"`
+	Group     groupShape          `json:"group"`
+	// Summary is who writes what in one line; Writers the ranks of one group with a write duty.
+	Summary string         `json:"summary"`
+	Writers int            `json:"writers"`
+	Plan    cache.RankPlan `json:"plan"`
+	// Warnings are the plan's warnings in words (also in plan.warnings with their codes).
+	Warnings []string     `json:"warnings,omitempty"`
+	Storage  *storageInfo `json:"storage,omitempty"`
+	Layout   layoutReport `json:"layout"`
+}
+
+// groupShape is the size of one serving group.
+type groupShape struct {
+	GPUs             int  `json:"gpus"`
+	Nodes            int  `json:"nodes"`
+	GPUsPerPod       int  `json:"gpusPerPod"`
+	Replicas         int  `json:"replicas"`
+	TensorParallel   int  `json:"tensorParallel"`
+	PipelineParallel int  `json:"pipelineParallel"`
+	DataParallel     int  `json:"dataParallel"`
+	DPAttention      bool `json:"dpAttention,omitempty"`
+}
+
+// storageInfo is the L3 store a deployment writes to.
+type storageInfo struct {
+	Backend           string `json:"backend"`
+	NamespaceStrategy string `json:"namespaceStrategy"`
+	FlushPolicy       string `json:"flushPolicy"`
+	Protocol          string `json:"protocol"`
+}
+
+// layoutReport is the L3 layout: the facts, their fingerprint and the namespace.
+type layoutReport struct {
+	Fingerprint string       `json:"fingerprint"`
+	ShortHash   string       `json:"shortHash"`
+	Namespace   string       `json:"namespace"`
+	Facts       []factReport `json:"facts"`
+}
+
+// factReport is one layout fact.
+type factReport struct {
+	Name  string `json:"name"`
+	Label string `json:"label"`
+	Value string `json:"value"`
+}
+
+func newPlanReport(it loaded, r *resolve.Resolved) planReport {
+	spec := &it.hcd.Spec
+	rep := planReport{
+		Name:      it.hcd.Name,
+		Source:    it.source,
+		Profile:   r.Topology.Profile,
+		Attention: r.Topology.Attention,
+		Draft:     r.DraftSummary(),
+		Group: groupShape{
+			GPUs: r.GPUs, Nodes: r.Nodes, GPUsPerPod: r.GPUsPerPod, Replicas: r.Replicas,
+			TensorParallel:   r.Topology.TensorParallel,
+			PipelineParallel: r.Topology.PipelineParallel,
+			DataParallel:     r.Topology.DataParallel,
+			DPAttention:      r.Topology.DPAttention,
+		},
+		Summary: r.Plan.Summary(),
+		Writers: r.Writers(),
+		Plan:    r.Plan,
+		Layout: layoutReport{
+			Fingerprint: r.Fingerprint,
+			ShortHash:   r.ShortHash,
+			Namespace:   r.Namespace,
+		},
+	}
+	for _, w := range r.Plan.Warnings {
+		rep.Warnings = append(rep.Warnings, w.Message)
+	}
+	if s := spec.Storage; s != nil {
+		rep.Storage = &storageInfo{
+			Backend:           s.BackendRef.Name,
+			NamespaceStrategy: string(s.NamespaceStrategy),
+			FlushPolicy:       string(s.FlushPolicy),
+			Protocol:          string(s.Protocol),
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Facts)) {
+		rep.Layout.Facts = append(rep.Layout.Facts, factReport{Name: name, Label: cache.FactLabel(name), Value: r.Facts[name]})
+	}
+	return rep
+}
+
+// writePlans writes the plans as text, a blank line between deployments.
+func writePlans(w io.Writer, reports []planReport) error {
+	for i := range reports {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		if err := writePlan(w, &reports[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writePlan(w io.Writer, p *planReport) error {
+	name := p.Name
+	if name == "" {
+		name = "(no name)"
+	}
+	fmt.Fprintf(w, "HiCacheDeployment %s  (%s)\n\n", name, p.Source)
+
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	profile := p.Profile
+	if profile == "" {
+		profile = "none (topology from spec.topology)"
+	}
+	fmt.Fprintf(tw, "Profile:\t%s\n", profile)
+	fmt.Fprintf(tw, "Attention:\t%s\n", p.Attention)
+	fmt.Fprintf(tw, "Draft:\t%s\n", p.Draft)
+	g := p.Group
+	parallel := fmt.Sprintf("TP %d × PP %d × DP %d", g.TensorParallel, g.PipelineParallel, g.DataParallel)
+	if g.DPAttention {
+		parallel += ", DP attention"
+	}
+	fmt.Fprintf(tw, "Serving group:\t%s on %s, %s per pod (%s)\n",
+		plural(g.GPUs, "GPU"), plural(g.Nodes, "node"), plural(g.GPUsPerPod, "GPU"), parallel)
+	fmt.Fprintf(tw, "Replicas:\t%d\n", g.Replicas)
+	if s := p.Storage; s != nil {
+		fmt.Fprintf(tw, "L3 store:\tCacheBackend %s, namespace strategy %s, flush policy %s, protocol %s\n",
+			s.Backend, s.NamespaceStrategy, s.FlushPolicy, s.Protocol)
+	} else {
+		fmt.Fprintf(tw, "L3 store:\tnone (spec.storage is not set): the cache stops at host memory\n")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(w, "\nL3 duties of one serving group (writers: %d of %s):\n", p.Writers, plural(len(p.Plan.Ranks), "rank"))
+	fmt.Fprintf(w, "%s\n\n", p.Summary)
+	if err := p.Plan.WriteTable(w); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\nLayout:")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "  Fingerprint:\t%s\n", p.Layout.Fingerprint)
+	fmt.Fprintf(tw, "  Short hash:\t%s\n", p.Layout.ShortHash)
+	ns := p.Layout.Namespace
+	if p.Storage == nil {
+		ns += " (used once spec.storage is set)"
+	} else if p.Storage.NamespaceStrategy == string(hicachev1alpha1.NamespaceFixed) {
+		ns += " (Fixed: spec.storage.namespace)"
+	}
+	fmt.Fprintf(tw, "  L3 namespace:\t%s\n", ns)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nLayout facts:")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  FACT\tNAME\tVALUE")
+	for _, f := range p.Layout.Facts {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.Label, f.Name, f.Value)
+	}
+	return tw.Flush()
+}
+
+// plural is "1 GPU", "16 GPUs".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
