@@ -78,7 +78,11 @@ func loadDeployments(src source) ([]loaded, error) {
 		if len(other) == 0 {
 			return nil, fmt.Errorf("%s: no HiCacheDeployment found: the file is empty", src.displayName())
 		}
-		return nil, fmt.Errorf("%s: kind is %s, not %s: give a HiCacheDeployment of %s",
+		if len(other) == 1 {
+			return nil, fmt.Errorf("%s: kind is %s, not %s: give a HiCacheDeployment of %s",
+				src.displayName(), other[0], kindHiCacheDeployment, apiVersionHiCache)
+		}
+		return nil, fmt.Errorf("%s: holds %s but no %s: give a HiCacheDeployment of %s",
 			src.displayName(), strings.Join(other, ", "), kindHiCacheDeployment, apiVersionHiCache)
 	}
 	return out, nil

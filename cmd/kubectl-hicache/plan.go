@@ -17,38 +17,49 @@ import (
 
 func newPlanCmd() *cobra.Command {
 	var (
-		file   string
+		files  []string
 		output string
 	)
 	cmd := &cobra.Command{
 		Use:   "plan -f FILE",
 		Short: "Show the group shape, per-rank L3 duties and L3 layout of HiCacheDeployments",
-		Long: `plan reads HiCacheDeployments from a file (or - for standard input), applies the CRD's
+		Long: `plan reads HiCacheDeployments from files (or - for standard input), applies the CRD's
 defaults and shows what the operator decides, without a cluster: the shape of a serving group,
 which rank writes which pool to the L3 store, warnings, the layout facts with their fingerprint,
 and the L3 namespace the deployment writes under. Every HiCacheDeployment of a multi-document
 file is planned; documents of other kinds are skipped.`,
 		Example: `  kubectl hicache plan -f deepseek-v4.yaml
+  kubectl hicache plan -f qwen3.yaml -f qwen3-next.yaml
   kubectl get hcd deepseek-v4 -o yaml | kubectl hicache plan -f - -o json`,
-		Args: cobra.NoArgs,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("plan takes its files with -f, e.g. %s -f %s", cmd.CommandPath(), args[0])
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" {
+			if len(files) == 0 {
 				return fmt.Errorf("-f is required: name a HiCacheDeployment file, or - for standard input")
 			}
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			items, err := loadDeployments(source{name: file, in: cmd.InOrStdin()})
-			if err != nil {
-				return err
+			if len(slices.DeleteFunc(slices.Clone(files), func(f string) bool { return f != "-" })) > 1 {
+				return fmt.Errorf("-f - is given twice: standard input can be read only once")
 			}
-			reports := make([]planReport, 0, len(items))
-			for _, it := range items {
-				r, err := resolve.Resolve(it.hcd)
+			var reports []planReport
+			for _, f := range files {
+				items, err := loadDeployments(source{name: f, in: cmd.InOrStdin()})
 				if err != nil {
-					return fmt.Errorf("%s: %w", it.where, err)
+					return err
 				}
-				reports = append(reports, newPlanReport(it, r))
+				for _, it := range items {
+					r, err := resolve.Resolve(it.hcd)
+					if err != nil {
+						return fmt.Errorf("%s: %w", it.where, err)
+					}
+					reports = append(reports, newPlanReport(it, r))
+				}
 			}
 			if output != outputTable {
 				return writeStructured(cmd.OutOrStdout(), output, planList{Deployments: reports})
@@ -56,7 +67,7 @@ file is planned; documents of other kinds are skipped.`,
 			return writePlans(cmd.OutOrStdout(), reports)
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "HiCacheDeployment YAML or JSON file, or - for standard input")
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "HiCacheDeployment YAML or JSON file, or - for standard input; repeat for several files")
 	cmd.Flags().StringVarP(&output, "output", "o", outputTable, "output format: "+strings.Join(outputFormats, ", "))
 	return cmd
 }

@@ -250,3 +250,42 @@ spec:
 		t.Errorf("storage = %+v, want the CRD defaults LayoutHash, Auto, tcp", d.Storage)
 	}
 }
+
+// Plan warnings reach both outputs: DSpark is reported to need pipelineParallel 1.
+func TestPlanWarnings(t *testing.T) {
+	hcd := edit(t, "deepseek_v4").Obj()
+	hcd.Spec.Topology.PipelineParallel = 2
+	path := writeHCD(t, "pp2.yaml", hcd)
+	want := resolveHCD(t, hcd)
+	if len(want.Plan.Warnings) == 0 {
+		t.Fatal("resolve gives no warning for DSPARK with pipelineParallel 2; pick another case")
+	}
+	d := planOf(t, "-f", path).Deployments[0]
+	if len(d.Warnings) != len(want.Plan.Warnings) || d.Warnings[0] != want.Plan.Warnings[0].Message {
+		t.Errorf("warnings = %q, want %q", d.Warnings, want.Plan.Warnings[0].Message)
+	}
+	if d.Group.Nodes != 4 {
+		t.Errorf("nodes = %d, want 4 (TP 16 × PP 2 on 8-GPU nodes)", d.Group.Nodes)
+	}
+	table := runPlugin(t, "", "plan", "-f", path).mustSucceed(t).stdout
+	if !strings.Contains(table, want.Plan.Warnings[0].Message) || !strings.Contains(table, string(want.Plan.Warnings[0].Code)) {
+		t.Errorf("table lacks the warning %q:\n%s", want.Plan.Warnings[0].Message, table)
+	}
+}
+
+func TestPlanSeveralFiles(t *testing.T) {
+	pl := planOf(t, "-f", sample("qwen3"), "-f", sample("kimi_k2_eagle3"))
+	var names []string
+	for _, d := range pl.Deployments {
+		names = append(names, d.Name)
+	}
+	if diff := cmp.Diff([]string{"qwen3", "kimi-k2"}, names); diff != "" {
+		t.Errorf("deployments (-want +got):\n%s", diff)
+	}
+	if res := runPlugin(t, "", "plan", "-f", "-", "-f", "-"); res.code != 1 || !strings.Contains(res.stderr, "standard input can be read only once") {
+		t.Errorf("plan -f - -f -: exit %d, stderr %q", res.code, res.stderr)
+	}
+	if res := runPlugin(t, "", "plan", sample("qwen3")); res.code != 1 || !strings.Contains(res.stderr, "plan takes its files with -f") {
+		t.Errorf("plan FILE: exit %d, stderr %q", res.code, res.stderr)
+	}
+}
