@@ -52,9 +52,11 @@ tool() {
       build helm "${TOOLS}/misc" helm.sh/helm/v3/cmd/helm "${v}" "-X helm.sh/helm/v3/internal/version.version=${v}" ;;
     controller-gen)
       build controller-gen "${TOOLS}/misc" sigs.k8s.io/controller-tools/cmd/controller-gen "$(version_of "${TOOLS}/misc" sigs.k8s.io/controller-tools)" ;;
+    crd-ref-docs)
+      build crd-ref-docs "${TOOLS}/misc" github.com/elastic/crd-ref-docs "$(version_of "${TOOLS}/misc" github.com/elastic/crd-ref-docs)" ;;
     *) echo "hack/tools.sh: unknown tool '$1' (known: etcd kube-apiserver kube-controller-manager kube-scheduler kwok helm controller-gen)" >&2; exit 2 ;;
   esac
 }
 
-ALL=(controller-gen etcd kwok helm kube-apiserver kube-controller-manager kube-scheduler)
+ALL=(controller-gen crd-ref-docs etcd kwok helm kube-apiserver kube-controller-manager kube-scheduler)
 for t in "${@:-${ALL[@]}}"; do tool "$t"; done
