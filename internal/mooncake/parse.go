@@ -171,10 +171,7 @@ func ScanKeys(r io.Reader, fn func(key string) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxKeyLength+1)
 	for sc.Scan() {
-		line := sc.Bytes()
-		if n := len(line); n > 0 && line[n-1] == '\r' {
-			line = line[:n-1]
-		}
+		line := sc.Bytes() // without its "\n" or "\r\n"
 		if len(line) == 0 {
 			continue
 		}

@@ -1,0 +1,159 @@
+package mooncake
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// addCapturedSeeds adds every captured answer in testdata as a seed: each parser also meets the
+// other endpoints' shapes.
+func addCapturedSeeds(f *testing.F) {
+	f.Helper()
+	paths, err := filepath.Glob(filepath.Join("testdata", "*"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, p := range paths {
+		if strings.HasSuffix(p, ".md") {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, s := range []string{"", "{}", "null", "[]", `{"success":false}`, "\n\n", "a{b=\"c\"} 1 2 3"} {
+		f.Add([]byte(s))
+	}
+}
+
+func requireProtocolError(t *testing.T, err error) {
+	t.Helper()
+	var pe *ProtocolError
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %v (%T) is not a *ProtocolError", err, err)
+	}
+	if pe.Error() == "" {
+		t.Fatal("empty error message")
+	}
+}
+
+func FuzzParseHealth(f *testing.F) {
+	addCapturedSeeds(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		h, err := ParseHealth(body)
+		if err != nil {
+			requireProtocolError(t, err)
+			if h != (Health{}) {
+				t.Fatalf("ParseHealth returned %+v with an error", h)
+			}
+		}
+	})
+}
+
+func FuzzParseMetrics(f *testing.F) {
+	addCapturedSeeds(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s, err := ParseMetrics(bytes.NewReader(body))
+		if err != nil {
+			requireProtocolError(t, err)
+			return
+		}
+		for name, v := range map[string]int64{
+			"capacity": s.CapacityBytes, "used": s.UsedBytes, "keys": s.KeyCount,
+			"soft-pinned": s.SoftPinnedKeyCount, "clients": s.ActiveClients, "evicted": s.EvictedKeyCount,
+		} {
+			if v < 0 {
+				t.Fatalf("%s = %d, negative", name, v)
+			}
+		}
+		for tenant, u := range s.Tenants {
+			if u.ChargedBytes < 0 || u.EffectiveQuotaBytes < 0 {
+				t.Fatalf("tenant %q usage %+v is negative", tenant, u)
+			}
+		}
+	})
+}
+
+func FuzzScanKeys(f *testing.F) {
+	addCapturedSeeds(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var keys, total int
+		rest := body
+		err := ScanKeys(bytes.NewReader(body), func(k string) error {
+			keys++
+			total += len(k)
+			if k == "" || strings.Contains(k, "\n") {
+				t.Fatalf("ScanKeys yielded %q", k)
+			}
+			// Keys come out in input order.
+			i := bytes.Index(rest, []byte(k))
+			if i < 0 {
+				t.Fatalf("ScanKeys yielded %q, which is not next in the input", k)
+			}
+			rest = rest[i+len(k):]
+			return nil
+		})
+		if total > len(body) {
+			t.Fatalf("ScanKeys yielded %d bytes of keys from %d bytes", total, len(body))
+		}
+		if err != nil {
+			requireProtocolError(t, err)
+		}
+		if lines := bytes.Count(body, []byte("\n")) + 1; keys > lines {
+			t.Fatalf("ScanKeys yielded %d keys from %d lines", keys, lines)
+		}
+	})
+}
+
+func FuzzParseRemoveAll(f *testing.F) {
+	addCapturedSeeds(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		n, err := ParseRemoveAll(body)
+		if err != nil {
+			requireProtocolError(t, err)
+			if n != 0 {
+				t.Fatalf("ParseRemoveAll returned %d with an error", n)
+			}
+			return
+		}
+		if n < 0 {
+			t.Fatalf("ParseRemoveAll returned %d", n)
+		}
+	})
+}
+
+func FuzzParseTenantQuotas(f *testing.F) {
+	addCapturedSeeds(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		q, err := ParseTenantQuotas(body)
+		if err != nil {
+			requireProtocolError(t, err)
+			return
+		}
+		for i, e := range q {
+			if e.TenantID == "" {
+				t.Fatalf("entry %d has no tenant id", i)
+			}
+		}
+	})
+}
+
+func FuzzParseErrorBody(f *testing.F) {
+	addCapturedSeeds(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		code, msg, ok := parseErrorBody(body)
+		if !ok && (code != 0 || msg != "") {
+			t.Fatalf("parseErrorBody = %d, %q, false", code, msg)
+		}
+		he := &HTTPError{Method: "GET", URL: "http://m/x", StatusCode: 500, Body: excerpt(body, 512), Code: code, Message: msg}
+		if he.Error() == "" {
+			t.Fatal("empty message")
+		}
+	})
+}
