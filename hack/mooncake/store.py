@@ -8,6 +8,7 @@ client SGLang's HiCache backend uses. Run it with the interpreter of bin/mooncak
     store.py --master 127.0.0.1:50051 serve --size 4096 --key a --key b   # put, print "ready", stay up
     store.py --master 127.0.0.1:50051 put --size 4096 --keys-file keys.txt
     store.py --admin-url http://127.0.0.1:9003 list [--prefix P]
+    store.py --master 127.0.0.1:50051 exists --key a                      # prints {"exists": N}
     store.py --master 127.0.0.1:50051 remove-regex '^hc-abc_' --force    # prints {"removed": N}
     store.py --master 127.0.0.1:50051 remove-all --force                 # prints {"removed": N}
 
@@ -122,7 +123,7 @@ def read_keys(args):
     if args.keys_file:
         with (sys.stdin if args.keys_file == "-" else open(args.keys_file)) as f:
             keys.extend(line.strip() for line in f if line.strip())
-    if not keys and args.cmd == "put":
+    if not keys and args.cmd in ("put", "exists"):
         raise Failure("no keys given: pass --key K (repeatable) or --keys-file FILE")
     return keys
 
@@ -174,6 +175,20 @@ def cmd_serve(args):
             pass
     finally:
         store.close()
+
+
+def cmd_exists(args):
+    """Probes keys; the master then holds a read lease on each for --default_kv_lease_ttl."""
+    keys = read_keys(args)
+    store = connect(args, 0, 0)
+    try:
+        results = store.batch_is_exist(keys)
+    finally:
+        store.close()
+    bad = [(k, r) for k, r in zip(keys, results) if r < 0]
+    if bad:
+        raise Failure("is_exist(%r) failed: %s" % (bad[0][0], describe(bad[0][1])))
+    print(json.dumps({"exists": sum(1 for r in results if r == 1)}), flush=True)
 
 
 def admin_keys(admin_url):
@@ -246,6 +261,11 @@ def parse(argv):
         if name == "serve":
             s.add_argument("--exit-on-stdin-eof", action="store_true",
                            help="also exit when stdin closes (the parent died)")
+
+    s = sub.add_parser("exists", help="probe keys (grants each a read lease)")
+    s.set_defaults(fn=cmd_exists)
+    s.add_argument("--key", action="append", help="object key (repeatable)")
+    s.add_argument("--keys-file", help="file with one key per line ('-' for stdin)")
 
     s = sub.add_parser("list")
     s.set_defaults(fn=cmd_list)

@@ -3,6 +3,7 @@ package mooncake
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 )
@@ -26,6 +27,10 @@ func (e *UnreachableError) Error() string {
 	what := "cannot reach"
 	if e.Timeout {
 		what = "timed out waiting for"
+	}
+	if errors.Is(e.Err, io.EOF) {
+		return fmt.Sprintf("the Mooncake master admin endpoint (%s %s) closed the connection without an HTTP answer (%v); is that port the master's --rpc_port instead of its --metrics_port?",
+			e.Method, e.URL, e.Err)
 	}
 	return fmt.Sprintf("%s the Mooncake master admin endpoint (%s %s): %v; check that mooncake_master runs and that its --metrics_port is reachable from here",
 		what, e.Method, e.URL, e.Err)

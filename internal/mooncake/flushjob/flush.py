@@ -245,7 +245,8 @@ def env_bool(name, default):
         return True
     if value.lower() in ("0", "false", "no", "off"):
         return False
-    raise SystemExit("flush.py: %s=%r is not a boolean (use true or false)" % (name, value))
+    print("flush.py: %s=%r is not a boolean (use true or false)" % (name, value), file=sys.stderr, flush=True)
+    sys.exit(EXIT_USAGE)
 
 
 def parse(argv):
