@@ -88,6 +88,7 @@ func TestInstall(t *testing.T) {
 	step := time.Now()
 	helm(t, "install", release, chartDir(), "--namespace", namespace, "--kubeconfig", kubeconfig, "--wait=false")
 	t.Logf("helm install in %s", time.Since(step).Round(time.Millisecond))
+	step = time.Now()
 	out := helm(t, "get", "manifest", release, "--namespace", namespace, "--kubeconfig", kubeconfig)
 	created, err := decodeManifest(out)
 	if err != nil {
