@@ -2,13 +2,50 @@ package controllers
 
 import (
 	"context"
+	"fmt"
+	"sort"
+	"strconv"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 )
+
+// BackendProbe is what a store's admin API reported.
+type BackendProbe struct {
+	// ServiceReady is the master's own readiness.
+	ServiceReady bool
+	// Status is the master's health status word, e.g. "healthy".
+	Status                             string
+	KeyCount, CapacityBytes, UsedBytes int64
+	Version                            string
+}
+
+// StoreAdmin is what the operator asks of a store's admin API.
+type StoreAdmin interface {
+	// Probe reports health and capacity.
+	Probe(ctx context.Context, adminURL string) (BackendProbe, error)
+	// RemoveAll removes every object (of one tenant, when tenant is set).
+	RemoveAll(ctx context.Context, adminURL string, force bool, tenant string) (removed int64, err error)
+	// CountKeys counts the objects whose key starts with prefix ("" counts all).
+	CountKeys(ctx context.Context, adminURL, prefix string) (int64, error)
+}
 
 // CacheBackendReconciler runs managed Mooncake masters and probes every backend's health and
 // capacity.
@@ -16,6 +53,8 @@ type CacheBackendReconciler struct {
 	client.Client
 	Recorder events.EventRecorder
 	Options  Options
+	Admin    StoreAdmin
+	Clock    clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups=hicache.io,resources=cachebackends,verbs=get;list;watch;update;patch
@@ -25,16 +64,387 @@ type CacheBackendReconciler struct {
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile brings one CacheBackend to its desired state.
+// Reconcile brings one CacheBackend to its desired state and probes it.
 func (r *CacheBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var cb hicachev1alpha1.CacheBackend
 	if err := r.Get(ctx, req.NamespacedName, &cb); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	return ctrl.Result{}, nil
+	if !cb.DeletionTimestamp.IsZero() || cb.Spec.Mooncake == nil {
+		return ctrl.Result{}, nil
+	}
+	now := metav1.NewTime(r.Clock.Now())
+	st := cb.Status.DeepCopy()
+	st.ObservedGeneration = cb.Generation
+	set := func(typ string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg,
+			ObservedGeneration: cb.Generation, LastTransitionTime: now})
+	}
+
+	// 1. Children of a managed master; endpoints of either kind.
+	endpoints, deployed, err := r.reconcileMaster(ctx, &cb)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	st.Endpoints = endpoints
+
+	// 2. Probe the admin API.
+	var probe BackendProbe
+	var probeErr error
+	if deployed {
+		probe, probeErr = r.Admin.Probe(ctx, endpoints.AdminURL)
+	}
+	switch {
+	case !deployed:
+		msg := "The managed Mooncake master has no available pod yet"
+		set(hicachev1alpha1.ConditionMasterReachable, false, hicachev1alpha1.ReasonMasterNotDeployed, msg)
+		set(hicachev1alpha1.ConditionServiceReady, false, hicachev1alpha1.ReasonMasterNotDeployed, msg)
+		set(hicachev1alpha1.ConditionReady, false, hicachev1alpha1.ReasonMasterNotDeployed, msg)
+	case probeErr != nil:
+		msg := fmt.Sprintf("The Mooncake master's admin API at %s does not answer: %v", endpoints.AdminURL, probeErr)
+		set(hicachev1alpha1.ConditionMasterReachable, false, hicachev1alpha1.ReasonMasterUnreachable, msg)
+		set(hicachev1alpha1.ConditionServiceReady, false, hicachev1alpha1.ReasonMasterUnreachable, "Unknown while the master is unreachable")
+		set(hicachev1alpha1.ConditionReady, false, hicachev1alpha1.ReasonMasterUnreachable, msg)
+	default:
+		set(hicachev1alpha1.ConditionMasterReachable, true, hicachev1alpha1.ReasonMasterReachable,
+			fmt.Sprintf("The admin API at %s answers", endpoints.AdminURL))
+		st.KeyCount, st.CapacityBytes, st.UsedBytes = probe.KeyCount, probe.CapacityBytes, probe.UsedBytes
+		st.Usage = usage(probe.UsedBytes, probe.CapacityBytes)
+		if probe.Version != "" {
+			st.Version = probe.Version
+		}
+		if probe.ServiceReady {
+			set(hicachev1alpha1.ConditionServiceReady, true, hicachev1alpha1.ReasonServiceReady, "The master reports service_ready")
+			set(hicachev1alpha1.ConditionReady, true, hicachev1alpha1.ReasonHealthy,
+				fmt.Sprintf("Mooncake master at %s is ready with %d objects", endpoints.RPCAddress, probe.KeyCount))
+		} else {
+			msg := fmt.Sprintf("The master answers but is not ready to serve (status %q)", probe.Status)
+			set(hicachev1alpha1.ConditionServiceReady, false, hicachev1alpha1.ReasonServiceNotReady, msg)
+			set(hicachev1alpha1.ConditionReady, false, hicachev1alpha1.ReasonServiceNotReady, msg)
+		}
+	}
+	if old := meta.FindStatusCondition(cb.Status.Conditions, hicachev1alpha1.ConditionReady); old != nil {
+		if nw := meta.FindStatusCondition(st.Conditions, hicachev1alpha1.ConditionReady); nw != nil && old.Status != nw.Status {
+			typ := corev1.EventTypeNormal
+			if nw.Status != metav1.ConditionTrue {
+				typ = corev1.EventTypeWarning
+			}
+			r.Recorder.Eventf(&cb, nil, typ, nw.Reason, "Probe", "%s", nw.Message)
+		}
+	}
+
+	// 3. Who uses which namespace.
+	usage, err := r.namespaceUsage(ctx, &cb)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	st.Namespaces = usage
+
+	// 4. One status write, only when something changed.
+	probeTimeOnly := cb.Status.DeepCopy()
+	probeTimeOnly.LastProbeTime = nil
+	cmp := st.DeepCopy()
+	cmp.LastProbeTime = nil
+	if !equality.Semantic.DeepEqual(*probeTimeOnly, *cmp) {
+		st.LastProbeTime = &now
+		patch := client.MergeFrom(cb.DeepCopy())
+		cb.Status = *st
+		if err := r.Status().Patch(ctx, &cb, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{RequeueAfter: r.Options.BackendPollInterval}, nil
+}
+
+func usage(used, capacity int64) string {
+	if capacity <= 0 {
+		return resource.NewQuantity(used, resource.BinarySI).String()
+	}
+	return fmt.Sprintf("%s/%s (%d%%)", resource.NewQuantity(used, resource.BinarySI), resource.NewQuantity(capacity, resource.BinarySI), used*100/capacity)
+}
+
+// masterName is the Deployment and Service of a managed master.
+func masterName(cb string) string { return cb + "-master" }
+
+// reconcileMaster applies a managed master's children and returns the endpoints clients use,
+// and whether a master is there to probe.
+func (r *CacheBackendReconciler) reconcileMaster(ctx context.Context, cb *hicachev1alpha1.CacheBackend) (*hicachev1alpha1.BackendEndpoints, bool, error) {
+	m := cb.Spec.Mooncake
+	ep := &hicachev1alpha1.BackendEndpoints{MetadataServer: m.MetadataServer}
+	if ep.MetadataServer == "" {
+		ep.MetadataServer = "P2PHANDSHAKE"
+	}
+	if m.External != nil {
+		ep.RPCAddress, ep.AdminURL = m.External.RPCAddress, m.External.AdminURL
+		return ep, true, nil
+	}
+	image := m.Managed.Image
+	if image == "" {
+		image = r.Options.DefaultMooncakeImage
+	}
+	a := applier{r.Client}
+	objs := []client.Object{buildMasterService(cb), buildMasterNetworkPolicy(cb)}
+	for _, o := range objs {
+		if _, err := a.apply(ctx, o, newEmpty(o)); err != nil {
+			return nil, false, err
+		}
+	}
+	dep := buildMasterDeployment(cb, image)
+	if _, err := a.apply(ctx, dep, &appsv1.Deployment{}); err != nil {
+		return nil, false, err
+	}
+	if s := m.Managed.Store; s != nil {
+		if _, err := a.apply(ctx, buildStoreDeployment(cb, image), &appsv1.Deployment{}); err != nil {
+			return nil, false, err
+		}
+	}
+	ep.RPCAddress = fmt.Sprintf("%s.%s.svc:%d", masterName(cb.Name), cb.Namespace, m.Managed.RPCPort)
+	ep.AdminURL = fmt.Sprintf("http://%s.%s.svc:%d", masterName(cb.Name), cb.Namespace, m.Managed.AdminPort)
+	var cur appsv1.Deployment
+	if err := r.Get(ctx, client.ObjectKeyFromObject(dep), &cur); err != nil {
+		return nil, false, client.IgnoreNotFound(err)
+	}
+	return ep, cur.Status.AvailableReplicas > 0, nil
+}
+
+func newEmpty(o client.Object) client.Object {
+	switch o.(type) {
+	case *corev1.Service:
+		return &corev1.Service{}
+	case *networkingv1.NetworkPolicy:
+		return &networkingv1.NetworkPolicy{}
+	}
+	return nil
+}
+
+func backendLabels(cb *hicachev1alpha1.CacheBackend, component string) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":       "mooncake",
+		"app.kubernetes.io/instance":   cb.Name,
+		"app.kubernetes.io/component":  component,
+		"app.kubernetes.io/managed-by": FieldOwner,
+		LabelBackend:                   cb.Name,
+	}
+}
+
+func backendOwner(cb *hicachev1alpha1.CacheBackend) []metav1.OwnerReference {
+	return []metav1.OwnerReference{*metav1.NewControllerRef(cb, hicachev1alpha1.GroupVersion.WithKind("CacheBackend"))}
+}
+
+// masterArgs are mooncake_master's flags for a managed backend.
+func masterArgs(m *hicachev1alpha1.ManagedMooncake) []string {
+	args := []string{
+		"--rpc_port=" + strconv.Itoa(int(m.RPCPort)),
+		"--rpc_address=$(POD_IP)",
+		"--metrics_port=" + strconv.Itoa(int(m.AdminPort)),
+		"--enable_metric_reporting=true",
+	}
+	if m.EvictionHighWatermarkRatio != "" {
+		args = append(args, "--eviction_high_watermark_ratio="+m.EvictionHighWatermarkRatio)
+	}
+	if m.EvictionRatio != "" {
+		args = append(args, "--eviction_ratio="+m.EvictionRatio)
+	}
+	if m.LeaseTTLMillis > 0 {
+		args = append(args, "--default_kv_lease_ttl="+strconv.FormatInt(m.LeaseTTLMillis, 10))
+	}
+	return args
+}
+
+func restrictedSecurity() (*corev1.PodSecurityContext, *corev1.SecurityContext) {
+	return &corev1.PodSecurityContext{
+			RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)), RunAsGroup: ptr.To(int64(65532)),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		}, &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		}
+}
+
+func buildMasterDeployment(cb *hicachev1alpha1.CacheBackend, image string) *appsv1.Deployment {
+	m := cb.Spec.Mooncake.Managed
+	labels := backendLabels(cb, "master")
+	podSec, sec := restrictedSecurity()
+	probe := func(initial int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("admin")}},
+			InitialDelaySeconds: initial, PeriodSeconds: 10, TimeoutSeconds: 3, FailureThreshold: 3,
+		}
+	}
+	return &appsv1.Deployment{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: masterName(cb.Name), Namespace: cb.Namespace,
+			Labels: labels, OwnerReferences: backendOwner(cb)},
+		Spec: appsv1.DeploymentSpec{
+			// One master until HA (etcd or Kubernetes leases) is designed in.
+			Replicas: ptr.To(int32(1)),
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					SecurityContext: podSec,
+					Containers: []corev1.Container{{
+						Name:    "master",
+						Image:   image,
+						Command: []string{"mooncake_master"},
+						Args:    masterArgs(m),
+						Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
+							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
+						Ports: []corev1.ContainerPort{
+							{Name: "rpc", ContainerPort: m.RPCPort, Protocol: corev1.ProtocolTCP},
+							{Name: "admin", ContainerPort: m.AdminPort, Protocol: corev1.ProtocolTCP},
+						},
+						LivenessProbe:   probe(10),
+						ReadinessProbe:  probe(2),
+						Resources:       m.Resources,
+						SecurityContext: sec,
+					}},
+				},
+			},
+		},
+	}
+}
+
+func buildStoreDeployment(cb *hicachev1alpha1.CacheBackend, image string) *appsv1.Deployment {
+	m := cb.Spec.Mooncake.Managed
+	s := m.Store
+	labels := backendLabels(cb, "store")
+	podSec, sec := restrictedSecurity()
+	replicas := int32(1)
+	if s.Replicas != nil {
+		replicas = *s.Replicas
+	}
+	return &appsv1.Deployment{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: cb.Name + "-store", Namespace: cb.Namespace,
+			Labels: labels, OwnerReferences: backendOwner(cb)},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					SecurityContext: podSec,
+					Containers: []corev1.Container{{
+						Name:    "store",
+						Image:   image,
+						Command: []string{"python3", "-m", "mooncake.mooncake_store_service"},
+						Env: []corev1.EnvVar{
+							{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+							{Name: "MOONCAKE_MASTER", Value: fmt.Sprintf("%s.%s.svc:%d", masterName(cb.Name), cb.Namespace, m.RPCPort)},
+							{Name: "MOONCAKE_TE_META_DATA_SERVER", Value: cb.Spec.Mooncake.MetadataServer},
+							{Name: "MOONCAKE_GLOBAL_SEGMENT_SIZE", Value: strconv.FormatInt(s.SegmentSize.Value(), 10)},
+							{Name: "MOONCAKE_PROTOCOL", Value: "tcp"},
+							{Name: "MOONCAKE_LOCAL_HOSTNAME", Value: "$(POD_IP)"},
+						},
+						Resources:       s.Resources,
+						SecurityContext: sec,
+					}},
+				},
+			},
+		},
+	}
+}
+
+func buildMasterService(cb *hicachev1alpha1.CacheBackend) *corev1.Service {
+	m := cb.Spec.Mooncake.Managed
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: masterName(cb.Name), Namespace: cb.Namespace,
+			Labels: backendLabels(cb, "master"), OwnerReferences: backendOwner(cb)},
+		Spec: corev1.ServiceSpec{
+			Selector: backendLabels(cb, "master"),
+			Ports: []corev1.ServicePort{
+				{Name: "rpc", Port: m.RPCPort, TargetPort: intstr.FromString("rpc"), Protocol: corev1.ProtocolTCP},
+				{Name: "admin", Port: m.AdminPort, TargetPort: intstr.FromString("admin"), Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+}
+
+// buildMasterNetworkPolicy admits RPC only from the serving pods that use this backend (and its
+// store pods), and admin HTTP only from the operator.
+func buildMasterNetworkPolicy(cb *hicachev1alpha1.CacheBackend) *networkingv1.NetworkPolicy {
+	m := cb.Spec.Mooncake.Managed
+	tcp := corev1.ProtocolTCP
+	port := func(p int32) []networkingv1.NetworkPolicyPort {
+		return []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(p))}}
+	}
+	return &networkingv1.NetworkPolicy{
+		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: masterName(cb.Name), Namespace: cb.Namespace,
+			Labels: backendLabels(cb, "master"), OwnerReferences: backendOwner(cb)},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: backendLabels(cb, "master")},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{
+				{
+					From: []networkingv1.NetworkPolicyPeer{
+						{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelBackend: cb.Name}}},
+					},
+					Ports: port(m.RPCPort),
+				},
+				{
+					From: []networkingv1.NetworkPolicyPeer{{
+						NamespaceSelector: &metav1.LabelSelector{},
+						PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "hicache-operator"}},
+					}},
+					Ports: port(m.AdminPort),
+				},
+			},
+		},
+	}
+}
+
+// namespaceUsage lists the namespaces HiCacheDeployments write to this backend, and who.
+func (r *CacheBackendReconciler) namespaceUsage(ctx context.Context, cb *hicachev1alpha1.CacheBackend) ([]hicachev1alpha1.NamespaceUsage, error) {
+	var list hicachev1alpha1.HiCacheDeploymentList
+	if err := r.List(ctx, &list, client.InNamespace(cb.Namespace), client.MatchingFields{backendRefIndex: cb.Name}); err != nil {
+		return nil, err
+	}
+	by := map[string][]string{}
+	for i := range list.Items {
+		h := &list.Items[i]
+		if h.Status.Cache == nil || h.Status.Cache.Namespace == "" {
+			continue
+		}
+		by[h.Status.Cache.Namespace] = append(by[h.Status.Cache.Namespace], h.Name)
+	}
+	out := make([]hicachev1alpha1.NamespaceUsage, 0, len(by))
+	for ns, names := range by {
+		sort.Strings(names)
+		out = append(out, hicachev1alpha1.NamespaceUsage{Namespace: ns, Deployments: names})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Namespace < out[j].Namespace })
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
 }
 
 // SetupWithManager registers the controller.
 func (r *CacheBackendReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&hicachev1alpha1.CacheBackend{}).Named("cachebackend").Complete(r)
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	hcdToBackend := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		hcd := o.(*hicachev1alpha1.HiCacheDeployment)
+		if hcd.Spec.Storage == nil {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: hcd.Namespace, Name: hcd.Spec.Storage.BackendRef.Name}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&hicachev1alpha1.CacheBackend{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&networkingv1.NetworkPolicy{}).
+		Watches(&hicachev1alpha1.HiCacheDeployment{}, hcdToBackend).
+		Named("cachebackend").
+		Complete(r)
 }

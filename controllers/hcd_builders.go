@@ -37,20 +37,11 @@ const (
 	GPUResource corev1.ResourceName = "nvidia.com/gpu"
 
 	// SGLangPort serves the leader's HTTP API; DistInitPort is torch.distributed's rendezvous.
-	SGLangPort   = 30000
+	SGLangPort   = resolve.SGLangPort
 	DistInitPort = 20102
 
 	configMountPath = "/etc/hicache"
 )
-
-// backendEndpoints is what rank pods need of the CacheBackend.
-type backendEndpoints struct {
-	Name           string
-	RPCAddress     string
-	MetadataServer string
-	MetricsPort    int
-	MultiTenant    bool
-}
 
 // groupName is the StatefulSet (and headless Service) of serving group g.
 func groupName(hcd string, g int) string { return fmt.Sprintf("%s-%d", hcd, g) }
@@ -71,77 +62,13 @@ func ownerRef(hcd *hicachev1alpha1.HiCacheDeployment) metav1.OwnerReference {
 	return *metav1.NewControllerRef(hcd, hicachev1alpha1.GroupVersion.WithKind("HiCacheDeployment"))
 }
 
-// serverConfig is the SGLang command line of every rank of one group.
-func serverConfig(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be *backendEndpoints, g int) (sglang.ServerConfig, *sglang.MooncakeConfig, error) {
-	spec := &hcd.Spec
-	t := spec.Topology
-	cfg := sglang.ServerConfig{
-		ModelPath:         spec.Model.Path,
-		ServedModelName:   resolve.ServedModelName(spec),
-		Revision:          spec.Model.Revision,
-		TP:                int(t.TensorParallel),
-		PP:                int(t.PipelineParallel),
-		EnableDPAttention: t.DPAttention,
-		Port:              SGLangPort,
-		PageSize:          int(spec.HiCache.PageSize),
-		KVCacheDType:      string(spec.HiCache.KVCacheDType),
-		MambaSSMDType:     spec.HiCache.MambaSSMDType,
-		Quantization:      spec.Model.Quantization,
-		ExtraArgs:         spec.Template.ExtraArgs,
-	}
-	if t.DataParallel > 1 {
-		cfg.DP = int(t.DataParallel)
-	}
+// serverConfig is the SGLang command line of every rank of group g.
+func serverConfig(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be *resolve.Backend, g int) (sglang.ServerConfig, *sglang.MooncakeConfig, error) {
+	addr := ""
 	if r.Nodes > 1 {
-		cfg.NNodes = r.Nodes
-		cfg.NodeRankEnv = "$(NODE_RANK)"
-		cfg.DistInitAddr = fmt.Sprintf("%s-0.%s.%s.svc:%d", groupName(hcd.Name, g), groupName(hcd.Name, g), hcd.Namespace, DistInitPort)
+		addr = fmt.Sprintf("%s-0.%s.%s.svc:%d", groupName(hcd.Name, g), groupName(hcd.Name, g), hcd.Namespace, DistInitPort)
 	}
-	if d := t.Draft; d != nil {
-		cfg.Speculative = &sglang.Speculative{
-			Algorithm:         string(d.Algorithm),
-			DraftModelPath:    d.ModelPath,
-			NumSteps:          int(d.NumSteps),
-			EagleTopK:         int(d.EagleTopK),
-			NumDraftTokens:    int(d.NumDraftTokens),
-			DraftKVCacheDType: string(d.KVCacheDType),
-			DSparkBlockSize:   int(d.DSparkBlockSize),
-		}
-	}
-	h := spec.HiCache
-	cfg.HiCache = &sglang.HiCache{
-		HostMemoryMode: string(h.HostMemoryMode),
-		Ratio:          r.Settings.HiCacheRatio,
-		SizeGB:         int(h.SizeGB),
-		WritePolicy:    string(h.WritePolicy),
-		IOBackend:      string(h.IOBackend),
-		MemLayout:      string(h.MemLayout),
-		PrefetchPolicy: string(h.PrefetchPolicy),
-	}
-	if spec.Storage == nil || be == nil {
-		return cfg, nil, nil
-	}
-	mc := &sglang.MooncakeConfig{
-		MasterServerAddress: be.RPCAddress,
-		MetadataServer:      be.MetadataServer,
-		Protocol:            string(spec.Storage.Protocol),
-		ExtraBackendTag:     r.Namespace,
-		MasterMetricsPort:   be.MetricsPort,
-		LocalHostname:       "$(POD_IP)",
-	}
-	if be.MultiTenant {
-		mc.TenantID = r.Namespace
-	}
-	if q := spec.Storage.GlobalSegmentSize; q != nil {
-		mc.GlobalSegmentSize = q.Value()
-	}
-	extra, err := sglang.MooncakeExtraConfig(*mc)
-	if err != nil {
-		return cfg, nil, err
-	}
-	cfg.HiCache.StorageBackend = "mooncake"
-	cfg.HiCache.ExtraConfig = extra
-	return cfg, mc, nil
+	return resolve.ServerConfig(hcd, r, be, addr)
 }
 
 // buildConfigMap holds the rendered extra config and the rank plan, for people and tools.
@@ -222,7 +149,7 @@ func groupLabels(hcd *hicachev1alpha1.HiCacheDeployment, g int) map[string]strin
 }
 
 // buildGroup is the StatefulSet of serving group g: one pod per node, pod 0 the leader.
-func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be *backendEndpoints, g int, image string) (*appsv1.StatefulSet, error) {
+func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be *resolve.Backend, g int, image string) (*appsv1.StatefulSet, error) {
 	cfg, mc, err := serverConfig(hcd, r, be, g)
 	if err != nil {
 		return nil, err

@@ -47,7 +47,11 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 	st.Draft = res.DraftSummary()
 	st.Selector = LabelDeployment + "=" + hcd.Name
 	st.Plan = planStatus(res)
-	st.Cache = cacheStatus(hcd, obs)
+	if hcd.Spec.Storage == nil {
+		st.Plan.Writers = 0
+		st.Plan.Summary = "No L3 store: the cache stops at host memory and no rank writes to L3"
+	}
+	st.Cache = obs.cache
 
 	countGroups(st, obs, desiredGroups)
 
@@ -89,6 +93,11 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 	if hcd.Spec.Storage != nil {
 		stale := groupsOffLayout(obs, res)
 		switch {
+		case obs.drain != "":
+			set(hicachev1alpha1.ConditionCacheLayoutCurrent, metav1.ConditionFalse, hicachev1alpha1.ReasonWaitingForFlush,
+				"The layout changed under a fixed namespace: "+obs.drain)
+			set(hicachev1alpha1.ConditionProgressing, metav1.ConditionTrue, hicachev1alpha1.ReasonWaitingForFlush,
+				"Stopping writers and flushing before the new layout starts: "+obs.drain)
 		case len(stale) > 0:
 			set(hicachev1alpha1.ConditionCacheLayoutCurrent, metav1.ConditionFalse, hicachev1alpha1.ReasonLayoutChanging,
 				fmt.Sprintf("Serving groups %s still write under an older layout; they are replaced one at a time", joinInts(stale)))
@@ -175,6 +184,10 @@ func planStatus(res *resolve.Resolved) *hicachev1alpha1.PlanStatus {
 func cacheStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicachev1alpha1.CacheStatus {
 	res := obs.resolved
 	old := hcd.Status.Cache
+	if fixedLayoutChange(hcd, res) {
+		// The running layout stays in status until its namespace was flushed.
+		return old.DeepCopy()
+	}
 	cs := &hicachev1alpha1.CacheStatus{LayoutHash: res.Fingerprint, ShortHash: res.ShortHash, Namespace: res.Namespace}
 	if hcd.Spec.Storage == nil {
 		cs.Namespace = ""

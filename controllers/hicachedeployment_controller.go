@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -59,7 +60,7 @@ type group struct {
 type observed struct {
 	resolved   *resolve.Resolved
 	resolveErr error
-	backend    *backendEndpoints
+	backend    *resolve.Backend
 	backendErr *conditionError
 	groups     map[int]*group
 	desired    map[int]string // group → desired template hash
@@ -67,6 +68,11 @@ type observed struct {
 	recreated  []int
 	applyErr   error
 	now        metav1.Time
+	// cache is the L3 status: the layout the groups write and the namespaces left behind.
+	cache *hicachev1alpha1.CacheStatus
+	// drain is set while a Fixed-namespace deployment stops its writers and flushes before
+	// starting a new layout; it says what the drain waits for.
+	drain string
 }
 
 // conditionError is a problem a user must act on, with the condition reason that names it.
@@ -97,9 +103,20 @@ func (r *HiCacheDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	if obs.resolveErr == nil {
 		// 3. The backend the ranks will write to.
 		obs.backend, obs.backendErr = r.backendEndpoints(ctx, &hcd)
-		// 4. Children, group by group.
+		obs.cache = cacheStatus(&hcd, obs)
+		// 4. Children, group by group; with the Fixed strategy a breaking change first stops
+		// every writer and flushes the namespace.
 		if obs.backendErr == nil {
-			obs.applyErr = r.reconcileChildren(ctx, &hcd, obs)
+			if fixedLayoutChange(&hcd, obs.resolved) {
+				obs.applyErr = r.drainAndFlush(ctx, &hcd, obs)
+			}
+			if obs.applyErr == nil && obs.drain == "" {
+				obs.applyErr = r.reconcileChildren(ctx, &hcd, obs)
+			}
+		}
+		// 5. Namespaces older layouts left behind are flushed once nothing uses them.
+		if obs.applyErr == nil && obs.drain == "" {
+			obs.applyErr = r.reconcileStaleNamespaces(ctx, &hcd, obs)
 		}
 	}
 
@@ -117,9 +134,10 @@ func (r *HiCacheDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		log.Error(obs.applyErr, "Applying the serving groups failed")
 		return ctrl.Result{}, obs.applyErr
 	}
-	if len(obs.rolling) > 0 || len(obs.recreated) > 0 {
-		// Pods were deleted; the StatefulSet watch brings us back when they return.
-		return ctrl.Result{}, nil
+	if obs.drain != "" || hasBlockedStale(obs.cache) {
+		// Waiting on pods to go, a flush to finish or a namespace to be freed: the watches bring
+		// us back, and a slow poll covers what they do not see (another deployment's pods).
+		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	}
 	return ctrl.Result{}, nil
 }
@@ -157,7 +175,7 @@ func (r *HiCacheDeploymentReconciler) observeGroups(ctx context.Context, hcd *hi
 }
 
 // backendEndpoints reads the referenced CacheBackend; it must exist and be Ready.
-func (r *HiCacheDeploymentReconciler) backendEndpoints(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment) (*backendEndpoints, *conditionError) {
+func (r *HiCacheDeploymentReconciler) backendEndpoints(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment) (*resolve.Backend, *conditionError) {
 	if hcd.Spec.Storage == nil {
 		return nil, nil
 	}
@@ -178,9 +196,8 @@ func (r *HiCacheDeploymentReconciler) backendEndpoints(ctx context.Context, hcd 
 		}
 		return nil, &conditionError{hicachev1alpha1.ReasonBackendNotReady, msg + "; serving groups start once it is"}
 	}
-	be := &backendEndpoints{Name: name, RPCAddress: cb.Status.Endpoints.RPCAddress, MetadataServer: cb.Status.Endpoints.MetadataServer}
+	be := &resolve.Backend{Name: name, RPCAddress: cb.Status.Endpoints.RPCAddress, MetadataServer: cb.Status.Endpoints.MetadataServer}
 	if m := cb.Spec.Mooncake; m != nil {
-		be.MultiTenant = m.MultiTenant
 		if m.Managed != nil {
 			be.MetricsPort = int(m.Managed.AdminPort)
 		}
@@ -240,7 +257,7 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 		budget = 1
 	}
 	for _, grp := range obs.groups {
-		if !groupReady(grp, res.Nodes) || !groupCurrent(grp, obs.desired[grp.index]) {
+		if grp.index < res.Replicas && !groupReady(grp, res.Nodes) {
 			budget--
 		}
 	}
@@ -310,7 +327,7 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 	return nil
 }
 
-func mooncakeOf(hcd *hicachev1alpha1.HiCacheDeployment, res *resolve.Resolved, be *backendEndpoints) *sglang.MooncakeConfig {
+func mooncakeOf(hcd *hicachev1alpha1.HiCacheDeployment, res *resolve.Resolved, be *resolve.Backend) *sglang.MooncakeConfig {
 	_, mc, err := serverConfig(hcd, res, be, 0)
 	if err != nil {
 		return nil

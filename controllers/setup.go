@@ -29,6 +29,10 @@ type Options struct {
 	DefaultMooncakeImage string
 	// HTTPClient talks to Mooncake masters' admin APIs; nil means a client with a 10 s timeout.
 	HTTPClient *http.Client
+	// Admin talks to stores' admin APIs; nil means the Mooncake admin client over HTTPClient.
+	Admin StoreAdmin
+	// Flusher removes one namespace of a store; nil means a Kubernetes Job per flush.
+	Flusher NamespaceFlusher
 }
 
 func (o Options) withDefaults() Options {
@@ -44,16 +48,19 @@ func (o Options) withDefaults() Options {
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
+	if o.Admin == nil {
+		o.Admin = mooncakeAdmin{HTTP: o.HTTPClient}
+	}
 	return o
 }
 
 // Setup registers every controller with the manager.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	opts = opts.withDefaults()
-	if err := (&CacheBackendReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cachebackend-controller"), Options: opts}).SetupWithManager(mgr); err != nil {
+	if err := (&CacheBackendReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cachebackend-controller"), Options: opts, Admin: opts.Admin}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&CacheFlushReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cacheflush-controller"), Options: opts}).SetupWithManager(mgr); err != nil {
+	if err := (&CacheFlushReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cacheflush-controller"), Options: opts, Admin: opts.Admin, Flusher: opts.Flusher}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&HiCacheDeploymentReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("hicachedeployment-controller"), Options: opts}).SetupWithManager(mgr)

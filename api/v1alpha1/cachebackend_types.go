@@ -28,6 +28,7 @@ type CacheBackendSpec struct {
 
 // MooncakeSpec is a Mooncake store: one the operator runs (managed) or one that exists (external).
 // +kubebuilder:validation:XValidation:rule="has(self.managed) != has(self.external)",message="spec.mooncake: set exactly one of managed (the operator runs the master) or external (an existing master)"
+// +kubebuilder:validation:XValidation:rule="!has(self.multiTenant) || !self.multiTenant || !has(self.managed)",message="spec.mooncake.multiTenant is only supported with an external master: a multi-tenant mooncake_master also needs a tenant quota policy (--tenant_quota_connector_uri), which the operator does not render yet"
 type MooncakeSpec struct {
 	// managed makes the operator run the Mooncake master (and optionally store pods).
 	// +optional
@@ -37,8 +38,9 @@ type MooncakeSpec struct {
 	// +optional
 	External *ExternalMooncake `json:"external,omitempty"`
 
-	// multiTenant runs (or expects) the master with --enable_multi_tenants, so that a flush may
-	// target one tenant.
+	// multiTenant says the (external) master runs with --enable_multi_tenants, so that a flush
+	// may target one tenant. Without it, the operator refuses tenant flushes: such a master
+	// ignores the tenant and would remove every object.
 	// +optional
 	MultiTenant bool `json:"multiTenant,omitempty"`
 

@@ -30,6 +30,8 @@ func main() {
 		probeAddr       string
 		leaderElect     bool
 		watchNamespaces string
+		flushRunner     string
+		flushPython     string
 		opts            controllers.Options
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to (0 disables it)")
@@ -40,11 +42,22 @@ func main() {
 	flag.DurationVar(&opts.BackendPollInterval, "backend-poll-interval", 15*time.Second, "How often a CacheBackend's master is probed for health and capacity")
 	flag.StringVar(&opts.DefaultSGLangImage, "default-sglang-image", controllers.DefaultSGLangImage, "SGLang image for deployments that name none")
 	flag.StringVar(&opts.DefaultMooncakeImage, "default-mooncake-image", controllers.DefaultMooncakeImage, "Mooncake image for managed backends that name none")
+	flag.StringVar(&flushRunner, "flush-runner", "job", "How namespace flushes run the Mooncake client: job (a Kubernetes Job in the backend's image) or local (this process's host, with --flush-python; for local clusters whose nodes run no containers)")
+	flag.StringVar(&flushPython, "flush-python", "python3", "With --flush-runner=local: a Python that has the Mooncake client installed")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+
+	switch flushRunner {
+	case "job":
+	case "local":
+		opts.Flusher = controllers.LocalFlusher{Python: flushPython}
+	default:
+		log.Error(nil, "Unknown --flush-runner: use job or local", "flush-runner", flushRunner)
+		os.Exit(2)
+	}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))

@@ -135,9 +135,10 @@ func explicitTopology(spec *hicachev1alpha1.HiCacheDeploymentSpec) cache.Topolog
 	for _, p := range t.Pools {
 		out.Pools = append(out.Pools, cache.PoolName(p))
 	}
-	if spec.Storage != nil {
-		out.Backend = cache.BackendMooncake
-	}
+	// The only L3 store the API offers is Mooncake. A deployment without storage is still
+	// planned against it, so its plan shows what each rank would write once a store is added;
+	// the controller reports that nothing is written meanwhile.
+	out.Backend = cache.BackendMooncake
 	if d := t.Draft; d != nil {
 		out.Draft = cache.Draft{
 			Algorithm:    cache.DraftAlgorithm(d.Algorithm),

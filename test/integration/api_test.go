@@ -253,6 +253,16 @@ spec: {mooncake: {external: {rpcAddress: "m:50051", adminURL: "m:9003"}}}`)
 			},
 			want: "spec.mooncake.external.adminURL in body should match",
 		},
+		"managed backend in multi-tenant mode": {
+			obj: func(t *testing.T) *unstructured.Unstructured {
+				return decode(t, `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: tenants}
+spec: {mooncake: {multiTenant: true, managed: {}}}`)
+			},
+			want: "multiTenant is only supported with an external master",
+		},
 		"managed backend with an eviction ratio above 1": {
 			obj: func(t *testing.T) *unstructured.Unstructured {
 				return decode(t, `

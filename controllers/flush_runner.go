@@ -1,0 +1,210 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/mooncake/flushjob"
+)
+
+// NamespaceFlushRequest is one run of the namespace flush script.
+type NamespaceFlushRequest struct {
+	Flush     *hicachev1alpha1.CacheFlush
+	Backend   *hicachev1alpha1.CacheBackend
+	Endpoints hicachev1alpha1.BackendEndpoints
+	Prefix    string
+	Force     bool
+	Image     string
+	Attempt   int32
+}
+
+// NamespaceFlusher removes every object under one key prefix of a store without multi-tenancy.
+// Mooncake's admin API cannot do that, so the Mooncake client does it, through flush.py.
+type NamespaceFlusher interface {
+	// FlushNamespace runs (or checks on) a flush; done is false while it still runs.
+	FlushNamespace(ctx context.Context, req NamespaceFlushRequest) (res flushjob.Result, done bool, err error)
+}
+
+// JobFlusher runs flush.py in a Kubernetes Job, in the backend's image, and reads its result from
+// the container's termination message.
+type JobFlusher struct {
+	Client client.Client
+}
+
+// jobName is the Job of one attempt of a flush.
+func jobName(cf string, attempt int32) string { return fmt.Sprintf("%s-flush-%d", cf, attempt) }
+
+// buildFlushJob is the Job that runs flush.py once.
+func buildFlushJob(req NamespaceFlushRequest) *batchv1.Job {
+	cf := req.Flush
+	labels := map[string]string{
+		"app.kubernetes.io/name":       "mooncake-flush",
+		"app.kubernetes.io/managed-by": FieldOwner,
+		"hicache.io/flush":             cf.Name,
+		LabelBackend:                   req.Backend.Name,
+	}
+	podSec, sec := restrictedSecurity()
+	return &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: jobName(cf.Name, req.Attempt), Namespace: cf.Namespace, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cf, hicachev1alpha1.GroupVersion.WithKind("CacheFlush"))},
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:            ptr.To(int32(0)),
+			ActiveDeadlineSeconds:   ptr.To(int64(600)),
+			TTLSecondsAfterFinished: ptr.To(int32(3600)),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					RestartPolicy:   corev1.RestartPolicyNever,
+					SecurityContext: podSec,
+					Containers: []corev1.Container{{
+						Name:  "flush",
+						Image: req.Image,
+						// The result line goes to the termination message, where the operator
+						// reads it without access to logs.
+						Command: []string{"sh", "-c", `python3 -c "$FLUSH_SCRIPT" > /dev/termination-log; rc=$?; cat /dev/termination-log; exit $rc`},
+						Env: []corev1.EnvVar{
+							{Name: "FLUSH_SCRIPT", Value: flushjob.Script},
+							{Name: flushjob.EnvMaster, Value: req.Endpoints.RPCAddress},
+							{Name: flushjob.EnvAdminURL, Value: req.Endpoints.AdminURL},
+							{Name: flushjob.EnvMetadataServer, Value: req.Endpoints.MetadataServer},
+							{Name: flushjob.EnvPrefix, Value: req.Prefix},
+							{Name: flushjob.EnvForce, Value: strconv.FormatBool(req.Force)},
+							{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+							{Name: flushjob.EnvLocalHostname, Value: "$(POD_IP)"},
+						},
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						SecurityContext:          sec,
+					}},
+				},
+			},
+		},
+	}
+}
+
+// FlushNamespace creates the attempt's Job if needed and reports its outcome once it ends.
+func (j JobFlusher) FlushNamespace(ctx context.Context, req NamespaceFlushRequest) (flushjob.Result, bool, error) {
+	desired := buildFlushJob(req)
+	var job batchv1.Job
+	err := j.Client.Get(ctx, client.ObjectKeyFromObject(desired), &job)
+	if apierrors.IsNotFound(err) {
+		if _, err := (applier{j.Client}).apply(ctx, desired, nil); err != nil {
+			return flushjob.Result{}, false, err
+		}
+		return flushjob.Result{}, false, nil
+	}
+	if err != nil {
+		return flushjob.Result{}, false, err
+	}
+	finished, failed := false, false
+	for _, c := range job.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			finished, failed = true, c.Type == batchv1.JobFailed
+		}
+	}
+	if !finished {
+		return flushjob.Result{}, false, nil
+	}
+	var pods corev1.PodList
+	if err := j.Client.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{"batch.kubernetes.io/job-name": job.Name}); err != nil {
+		return flushjob.Result{}, false, err
+	}
+	msg := ""
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.Message != "" {
+				msg = t.Message
+			}
+		}
+	}
+	res, perr := parseFlushOutput(msg)
+	if failed || perr != nil {
+		return res, true, fmt.Errorf("flush job %s failed: %s", job.Name, strings.TrimSpace(lastLine(msg, perr)))
+	}
+	return res, true, nil
+}
+
+func lastLine(msg string, err error) string {
+	msg = strings.TrimSpace(msg)
+	if msg == "" {
+		if err != nil {
+			return err.Error()
+		}
+		return "no output"
+	}
+	lines := strings.Split(msg, "\n")
+	return lines[len(lines)-1]
+}
+
+// parseFlushOutput reads the JSON result line of flush.py.
+func parseFlushOutput(out string) (flushjob.Result, error) {
+	var res flushjob.Result
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if strings.HasPrefix(l, "{") {
+			if err := json.Unmarshal([]byte(l), &res); err != nil {
+				return res, fmt.Errorf("the flush script printed %q, not its JSON result: %w", l, err)
+			}
+			return res, nil
+		}
+	}
+	return res, fmt.Errorf("the flush script printed no JSON result")
+}
+
+// LocalFlusher runs flush.py on the operator's own host with a given Python. It serves local
+// clusters whose nodes are simulated (kwok runs no containers) and whose Mooncake master runs on
+// the host; production uses JobFlusher.
+type LocalFlusher struct {
+	// Python has the Mooncake client installed.
+	Python string
+}
+
+// FlushNamespace runs the script to completion.
+func (l LocalFlusher) FlushNamespace(ctx context.Context, req NamespaceFlushRequest) (flushjob.Result, bool, error) {
+	dir, err := os.MkdirTemp("", "hicache-flush-")
+	if err != nil {
+		return flushjob.Result{}, false, err
+	}
+	defer os.RemoveAll(dir)
+	script := filepath.Join(dir, "flush.py")
+	if err := os.WriteFile(script, []byte(flushjob.Script), 0o600); err != nil {
+		return flushjob.Result{}, false, err
+	}
+	args := []string{script, "--master", req.Endpoints.RPCAddress, "--prefix", req.Prefix, "--local-hostname", "127.0.0.1"}
+	if req.Endpoints.AdminURL != "" {
+		args = append(args, "--admin-url", req.Endpoints.AdminURL)
+	}
+	if !req.Force {
+		args = append(args, "--no-force")
+	}
+	cmd := exec.CommandContext(ctx, l.Python, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	res, perr := parseFlushOutput(stdout.String())
+	if runErr != nil {
+		return res, true, fmt.Errorf("flush script: %v: %s", runErr, strings.TrimSpace(lastLine(stderr.String(), nil)))
+	}
+	if perr != nil {
+		return res, true, perr
+	}
+	return res, true, nil
+}

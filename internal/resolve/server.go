@@ -1,0 +1,95 @@
+package resolve
+
+import (
+	"fmt"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
+)
+
+// SGLangPort is the port the leader's HTTP API listens on.
+const SGLangPort = 30000
+
+// Backend is what rank pods need of the CacheBackend they write to.
+type Backend struct {
+	Name           string
+	RPCAddress     string
+	MetadataServer string
+	MetricsPort    int
+}
+
+// ServerConfig is the SGLang server configuration every rank of one serving group runs.
+// distInitAddr is the group leader's rendezvous address (host:port), used when the group spans
+// several nodes. be is nil when the deployment has no L3 store (or its backend is not known
+// yet); the Mooncake config is then nil too.
+func ServerConfig(hcd *hicachev1alpha1.HiCacheDeployment, r *Resolved, be *Backend, distInitAddr string) (sglang.ServerConfig, *sglang.MooncakeConfig, error) {
+	spec := &hcd.Spec
+	t := spec.Topology
+	cfg := sglang.ServerConfig{
+		ModelPath:         spec.Model.Path,
+		ServedModelName:   ServedModelName(spec),
+		Revision:          spec.Model.Revision,
+		TP:                int(t.TensorParallel),
+		PP:                int(t.PipelineParallel),
+		EnableDPAttention: t.DPAttention,
+		Port:              SGLangPort,
+		PageSize:          int(spec.HiCache.PageSize),
+		KVCacheDType:      string(spec.HiCache.KVCacheDType),
+		MambaSSMDType:     spec.HiCache.MambaSSMDType,
+		Quantization:      spec.Model.Quantization,
+		ExtraArgs:         spec.Template.ExtraArgs,
+	}
+	if t.DataParallel > 1 {
+		cfg.DP = int(t.DataParallel)
+	}
+	if r.Nodes > 1 {
+		if distInitAddr == "" {
+			return cfg, nil, fmt.Errorf("a serving group of %d nodes needs the leader's rendezvous address", r.Nodes)
+		}
+		cfg.NNodes = r.Nodes
+		cfg.NodeRankEnv = "$(NODE_RANK)"
+		cfg.DistInitAddr = distInitAddr
+	}
+	if d := t.Draft; d != nil {
+		cfg.Speculative = &sglang.Speculative{
+			Algorithm:         string(d.Algorithm),
+			DraftModelPath:    d.ModelPath,
+			NumSteps:          int(d.NumSteps),
+			EagleTopK:         int(d.EagleTopK),
+			NumDraftTokens:    int(d.NumDraftTokens),
+			DraftKVCacheDType: string(d.KVCacheDType),
+			DSparkBlockSize:   int(d.DSparkBlockSize),
+		}
+	}
+	h := spec.HiCache
+	cfg.HiCache = &sglang.HiCache{
+		HostMemoryMode: string(h.HostMemoryMode),
+		Ratio:          r.Settings.HiCacheRatio,
+		SizeGB:         int(h.SizeGB),
+		WritePolicy:    string(h.WritePolicy),
+		IOBackend:      string(h.IOBackend),
+		MemLayout:      string(h.MemLayout),
+		PrefetchPolicy: string(h.PrefetchPolicy),
+	}
+	if spec.Storage == nil || be == nil {
+		return cfg, nil, nil
+	}
+	mc := &sglang.MooncakeConfig{
+		MasterServerAddress: be.RPCAddress,
+		MetadataServer:      be.MetadataServer,
+		Protocol:            string(spec.Storage.Protocol),
+		ExtraBackendTag:     r.Namespace,
+		MasterMetricsPort:   be.MetricsPort,
+		LocalHostname:       "$(POD_IP)",
+	}
+	if q := spec.Storage.GlobalSegmentSize; q != nil {
+		mc.GlobalSegmentSize = q.Value()
+	}
+	extra, err := sglang.MooncakeExtraConfig(*mc)
+	if err != nil {
+		return cfg, nil, err
+	}
+	cfg.HiCache.StorageBackend = "mooncake"
+	cfg.HiCache.ExtraConfig = extra
+	return cfg, mc, nil
+}

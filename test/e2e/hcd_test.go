@@ -1,0 +1,346 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
+	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
+)
+
+const dsv4 = `
+metadata: {name: dsv4}
+spec:
+  model: {path: deepseek-ai/DeepSeek-V4, servedName: deepseek-v4}
+  profile: DeepSeekV4
+  topology: {tensorParallel: 16, gpusPerNode: 8}
+  hicache: {ratio: "2", pageSize: 64}
+  storage: {backendRef: {name: mooncake}, globalSegmentSize: 4Gi}
+`
+
+const qwen3 = `
+metadata: {name: qwen3}
+spec:
+  model: {path: Qwen/Qwen3-32B, servedName: qwen3-32b}
+  profile: Qwen3
+  topology: {tensorParallel: 4, gpusPerNode: 4}
+  hicache: {ratio: "2"}
+  storage: {backendRef: {name: mooncake}}
+`
+
+// checkRankFlags checks what every rank pod of a ready deployment runs against the plan and the
+// real SGLang argument definitions.
+func checkRankFlags(t *testing.T, ns, name string, nodes int, masterRPC string) {
+	t.Helper()
+	h := getHCD(t, ns, name)
+	spec, err := argspec.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := rankPods(t, ns, name)
+	if len(pods) != nodes {
+		t.Fatalf("%d rank pods, want %d", len(pods), nodes)
+	}
+	seenNodes := map[string]bool{}
+	for _, p := range pods {
+		c := p.Spec.Containers[0]
+		// The kubelet expands $(NODE_RANK) from the pod's index before SGLang parses the line.
+		expanded := sglang.ExpandVarRefs(c.Args, map[string]string{"NODE_RANK": p.Labels["apps.kubernetes.io/pod-index"], "POD_IP": "10.0.0.1"})
+		if err := spec.Validate(expanded); err != nil {
+			t.Errorf("pod %s: the pinned SGLang release refuses its command line: %v", p.Name, err)
+		}
+		if got, _ := flagValue(c.Args, "--tp-size"); got != fmt.Sprint(h.Spec.Topology.TensorParallel) {
+			t.Errorf("pod %s: --tp-size %q, want %d", p.Name, got, h.Spec.Topology.TensorParallel)
+		}
+		if got, _ := flagValue(c.Args, "--hicache-storage-backend"); got != "mooncake" {
+			t.Errorf("pod %s: --hicache-storage-backend %q, want mooncake", p.Name, got)
+		}
+		extra := extraConfig(t, c.Args)
+		if extra["extra_backend_tag"] != h.Status.Cache.Namespace || extra["master_server_address"] != masterRPC {
+			t.Errorf("pod %s: extra config %v, want extra_backend_tag %s and master %s", p.Name, extra, h.Status.Cache.Namespace, masterRPC)
+		}
+		if p.Labels[controllers.LabelCacheNamespace] != h.Status.Cache.Namespace {
+			t.Errorf("pod %s: namespace label %q, want %q", p.Name, p.Labels[controllers.LabelCacheNamespace], h.Status.Cache.Namespace)
+		}
+		gpus := c.Resources.Limits[controllers.GPUResource]
+		if want := int64(h.Spec.Topology.GPUsPerNode); gpus.Value() != want && nodes > 1 {
+			t.Errorf("pod %s requests %s GPUs, want %d", p.Name, gpus.String(), want)
+		}
+		if nodes > 1 {
+			if got, _ := flagValue(c.Args, "--nnodes"); got != fmt.Sprint(nodes) {
+				t.Errorf("pod %s: --nnodes %q, want %d", p.Name, got, nodes)
+			}
+			if got, _ := flagValue(c.Args, "--node-rank"); got != "$(NODE_RANK)" {
+				t.Errorf("pod %s: --node-rank %q, want $(NODE_RANK)", p.Name, got)
+			}
+			if v, _ := envValue(c, "NODE_RANK"); v != "fieldRef:metadata.labels['apps.kubernetes.io/pod-index']" {
+				t.Errorf("pod %s: NODE_RANK from %q", p.Name, v)
+			}
+			addr, _ := flagValue(c.Args, "--dist-init-addr")
+			if !strings.HasPrefix(addr, fmt.Sprintf("%s-0-0.%s-0.%s.svc:", name, name, ns)) {
+				t.Errorf("pod %s: --dist-init-addr %q does not name the group's leader", p.Name, addr)
+			}
+		}
+		seenNodes[p.Spec.NodeName] = true
+	}
+	if len(seenNodes) != nodes {
+		t.Errorf("the %d ranks landed on %d nodes, want one node each", nodes, len(seenNodes))
+	}
+}
+
+func TestDeepSeekV4TwoNodeGroupGoesReady(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMaster(t)
+	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	h := hcd(t, ns, dsv4)
+	h.Spec.Topology.Draft = &hicachev1alpha1.DraftSpec{Algorithm: "DSPARK", ModelPath: "deepseek-ai/DeepSeek-V4-DSpark"}
+	create(t, h)
+	waitCondition(t, &hicachev1alpha1.HiCacheDeployment{}, ns, "dsv4", hicachev1alpha1.ConditionReady, metav1.ConditionTrue, 60*time.Second)
+	checkRankFlags(t, ns, "dsv4", 2, m.RPCAddr)
+
+	h = getHCD(t, ns, "dsv4")
+	if h.Status.Plan == nil || h.Status.Plan.Ranks != 16 || h.Status.Plan.Writers != 1 || h.Status.Plan.Nodes != 2 {
+		t.Errorf("plan status %+v, want 16 ranks on 2 nodes with 1 writer (TP0; the 15 followers have no duties)", h.Status.Plan)
+	}
+	if !strings.Contains(h.Status.Draft, "DSPARK") || h.Status.Attention != hicachev1alpha1.AttentionDSV4 || h.Status.Ready != "1/1" {
+		t.Errorf("status draft %q attention %q ready %q", h.Status.Draft, h.Status.Attention, h.Status.Ready)
+	}
+	args := rankPods(t, ns, "dsv4")[0].Spec.Containers[0].Args
+	if got, _ := flagValue(args, "--speculative-algorithm"); got != "DSPARK" {
+		t.Errorf("--speculative-algorithm %q, want DSPARK", got)
+	}
+	// The ConfigMap carries the plan for people and tools.
+	var cm corev1.ConfigMap
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "dsv4-hicache"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cm.Data["plan.json"], `"tpRank": 15`) || cm.Data["extra-config.json"] == "" {
+		t.Errorf("ConfigMap dsv4-hicache lacks the plan or the extra config: %v", cm.Data)
+	}
+}
+
+func TestQwen3SingleNodeAndScaling(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMaster(t)
+	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	create(t, hcd(t, ns, qwen3))
+	waitCondition(t, &hicachev1alpha1.HiCacheDeployment{}, ns, "qwen3", hicachev1alpha1.ConditionReady, metav1.ConditionTrue, 60*time.Second)
+	checkRankFlags(t, ns, "qwen3", 1, m.RPCAddr)
+	h := getHCD(t, ns, "qwen3")
+	if h.Status.Plan.Writers != 4 {
+		t.Errorf("Qwen3 TP=4 has %d writers, want 4 (every rank writes its KV shard)", h.Status.Plan.Writers)
+	}
+	namespace := h.Status.Cache.Namespace
+
+	// Scale out: a whole second group; the namespace stays (replicas are neutral).
+	update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Replicas = ptr.To(int32(3)) })
+	waitReadyGroups(t, ns, "qwen3", 3)
+	if got := len(groups(t, ns, "qwen3")); got != 3 {
+		t.Errorf("%d StatefulSets after scaling to 3, want 3", got)
+	}
+	if got := getHCD(t, ns, "qwen3").Status.Cache.Namespace; got != namespace {
+		t.Errorf("scaling changed the namespace %s → %s", namespace, got)
+	}
+	// Scale in: whole groups go.
+	update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Replicas = ptr.To(int32(1)) })
+	waitReadyGroups(t, ns, "qwen3", 1)
+	eventually(t, 30*time.Second, "groups 1 and 2 removed", func() (bool, string) {
+		g := groups(t, ns, "qwen3")
+		p := rankPods(t, ns, "qwen3")
+		return len(g) == 1 && g[0].Name == "qwen3-0" && len(p) == 1, fmt.Sprintf("%d groups, %d pods", len(g), len(p))
+	})
+}
+
+func waitReadyGroups(t *testing.T, ns, name string, n int32) {
+	t.Helper()
+	eventually(t, 60*time.Second, fmt.Sprintf("%s has %d ready groups", name, n), func() (bool, string) {
+		h := getHCD(t, ns, name)
+		ready := meta.IsStatusConditionTrue(h.Status.Conditions, hicachev1alpha1.ConditionReady)
+		return ready && h.Status.ReadyReplicas == n && h.Status.Replicas == n && h.Status.ObservedGeneration == h.Generation,
+			fmt.Sprintf("ready=%v %d/%d groups, observed %d of %d", ready, h.Status.ReadyReplicas, h.Status.Replicas, h.Status.ObservedGeneration, h.Generation)
+	})
+}
+
+func TestFailedRankRecreatesItsWholeGroup(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMaster(t)
+	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	create(t, hcd(t, ns, dsv4))
+	waitReadyGroups(t, ns, "dsv4", 1)
+	before := rankPods(t, ns, "dsv4")
+	if len(before) != 2 {
+		t.Fatalf("%d pods, want 2", len(before))
+	}
+	// Rank 1 (a follower) fails; its leader is healthy, but the process group is broken.
+	if err := cluster.FailPod(context.Background(), ns, before[1].Name); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "both ranks replaced by new pods and ready", func() (bool, string) {
+		after := rankPods(t, ns, "dsv4")
+		if len(after) != 2 {
+			return false, fmt.Sprintf("%d pods", len(after))
+		}
+		for i := range after {
+			if after[i].UID == before[0].UID || after[i].UID == before[1].UID {
+				return false, "pod " + after[i].Name + " is still the old one"
+			}
+			if !podIsReady(&after[i]) {
+				return false, "pod " + after[i].Name + " not ready"
+			}
+		}
+		return true, ""
+	})
+	waitReadyGroups(t, ns, "dsv4", 1)
+	var events corev1.EventList
+	eventually(t, 10*time.Second, "a GroupRecreated event", func() (bool, string) {
+		if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		for _, e := range events.Items {
+			if e.Reason == hicachev1alpha1.ReasonGroupRecreated && e.InvolvedObject.Name == "dsv4" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events, none GroupRecreated", len(events.Items))
+	})
+}
+
+func podIsReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func TestBreakingChangeRotatesNamespaceNeutralDoesNot(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMaster(t)
+	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	h := hcd(t, ns, dsv4)
+	h.Spec.Storage.FlushPolicy = hicachev1alpha1.FlushManual
+	create(t, h)
+	waitReadyGroups(t, ns, "dsv4", 1)
+	nsA := getHCD(t, ns, "dsv4").Status.Cache.Namespace
+
+	// Neutral: replicas.
+	update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Replicas = ptr.To(int32(2)) })
+	waitReadyGroups(t, ns, "dsv4", 2)
+	if got := getHCD(t, ns, "dsv4").Status.Cache.Namespace; got != nsA {
+		t.Fatalf("a replicas change moved the namespace %s → %s", nsA, got)
+	}
+
+	// Breaking: no draft → DSpark (3 packed layers change every object's size under the same key).
+	update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) {
+		h.Spec.Topology.Draft = &hicachev1alpha1.DraftSpec{Algorithm: "DSPARK", ModelPath: "deepseek-ai/DeepSeek-V4-DSpark"}
+	})
+	waitReadyGroups(t, ns, "dsv4", 2)
+	eventually(t, 60*time.Second, "every group on the new namespace", func() (bool, string) {
+		h := getHCD(t, ns, "dsv4")
+		ok := meta.IsStatusConditionTrue(h.Status.Conditions, hicachev1alpha1.ConditionCacheLayoutCurrent) &&
+			h.Status.UpdatedReplicas == 2 && h.Status.ObservedGeneration == h.Generation
+		return ok, fmt.Sprintf("namespace %s, updated %d", h.Status.Cache.Namespace, h.Status.UpdatedReplicas)
+	})
+	h = getHCD(t, ns, "dsv4")
+	nsB := h.Status.Cache.Namespace
+	if nsB == nsA {
+		t.Fatalf("the draft change kept namespace %s", nsA)
+	}
+	if len(h.Status.Cache.StaleNamespaces) != 1 || h.Status.Cache.StaleNamespaces[0].Namespace != nsA {
+		t.Errorf("stale namespaces %+v, want [%s]", h.Status.Cache.StaleNamespaces, nsA)
+	}
+	for _, p := range rankPods(t, ns, "dsv4") {
+		if p.Labels[controllers.LabelCacheNamespace] != nsB {
+			t.Errorf("pod %s writes namespace %s, want %s", p.Name, p.Labels[controllers.LabelCacheNamespace], nsB)
+		}
+		if got := extraConfig(t, p.Spec.Containers[0].Args)["extra_backend_tag"]; got != nsB {
+			t.Errorf("pod %s extra_backend_tag %v, want %s", p.Name, got, nsB)
+		}
+	}
+}
+
+func TestMissingBackendCreatesNothingThenRecovers(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, hcd(t, ns, qwen3))
+	waitCondition(t, &hicachev1alpha1.HiCacheDeployment{}, ns, "qwen3", hicachev1alpha1.ConditionBackendReady, metav1.ConditionFalse, 30*time.Second)
+	h := getHCD(t, ns, "qwen3")
+	c := meta.FindStatusCondition(h.Status.Conditions, hicachev1alpha1.ConditionBackendReady)
+	if c.Reason != hicachev1alpha1.ReasonBackendNotFound || !strings.Contains(c.Message, `CacheBackend "mooncake" does not exist`) {
+		t.Errorf("BackendReady %s: %s", c.Reason, c.Message)
+	}
+	time.Sleep(time.Second)
+	if g := groups(t, ns, "qwen3"); len(g) != 0 {
+		t.Fatalf("%d serving groups were created without a backend", len(g))
+	}
+	m := startMaster(t)
+	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	waitReadyGroups(t, ns, "qwen3", 1)
+}
+
+func TestImpossibleTopologyIsReportedAndFixable(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMaster(t)
+	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	h := hcd(t, ns, qwen3)
+	// 4 GPUs x 3 data-parallel replicas = 12: not a whole number of 8-GPU nodes.
+	h.Spec.Topology.GPUsPerNode = 8
+	h.Spec.Topology.DataParallel = 3
+	create(t, h)
+	waitCondition(t, &hicachev1alpha1.HiCacheDeployment{}, ns, "qwen3", hicachev1alpha1.ConditionReady, metav1.ConditionFalse, 30*time.Second)
+	c := meta.FindStatusCondition(getHCD(t, ns, "qwen3").Status.Conditions, hicachev1alpha1.ConditionReady)
+	if c.Reason != hicachev1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, "12 GPUs") {
+		t.Errorf("Ready %s: %s; want InvalidSpec naming the 12 GPUs", c.Reason, c.Message)
+	}
+	if g := groups(t, ns, "qwen3"); len(g) != 0 {
+		t.Fatalf("%d groups created for an impossible topology", len(g))
+	}
+	update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Topology.DataParallel = 2 })
+	waitReadyGroups(t, ns, "qwen3", 1)
+}
+
+func TestSteadyStateCostsNoRequests(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMaster(t)
+	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	create(t, hcd(t, ns, qwen3))
+	h := hcd(t, ns, dsv4)
+	h.Name = "dsv4"
+	create(t, h)
+	waitReadyGroups(t, ns, "qwen3", 1)
+	waitReadyGroups(t, ns, "dsv4", 1)
+	// Let the last status writes and backend probes settle, then watch the operator's requests
+	// about this namespace for a while (other tests' namespaces may still be going away).
+	time.Sleep(3 * time.Second)
+	lastWritesMu.Lock()
+	lastWrites = nil
+	lastWritesMu.Unlock()
+	reqs := operatorRequests.Load()
+	time.Sleep(5 * time.Second)
+	lastWritesMu.Lock()
+	defer lastWritesMu.Unlock()
+	var ours []string
+	for _, w := range lastWrites {
+		if strings.Contains(w, "/namespaces/"+ns+"/") {
+			ours = append(ours, w)
+		}
+	}
+	if len(ours) != 0 {
+		t.Errorf("after convergence the operator wrote %d times in 5 s, want none: %v", len(ours), ours)
+	}
+	// Reads come from the informers' cache: no request at all, for any namespace, but watches.
+	if extra := operatorRequests.Load() - reqs - int64(len(lastWrites)); extra > 0 {
+		t.Errorf("after convergence the operator sent %d reads, want none (reads come from the cache)", extra)
+	}
+}

@@ -1,0 +1,205 @@
+// Package e2e runs the operator against a real local control plane (kube-apiserver, etcd,
+// kube-controller-manager, kube-scheduler, kwok GPU nodes) and real Mooncake masters.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/localcluster"
+)
+
+var (
+	scheme = runtime.NewScheme()
+	// k8s is the tests' own client (not counted).
+	k8s     client.Client
+	cluster *localcluster.Cluster
+	// operatorRequests counts every API request the operator sends, but watches.
+	operatorRequests atomic.Int64
+	// operatorWrites counts the operator's mutating requests.
+	operatorWrites atomic.Int64
+	// lastWrites keeps the latest mutating requests, for failure messages.
+	lastWrites   []string
+	lastWritesMu sync.Mutex
+	repo           string
+	stopManager    context.CancelFunc
+	managerDone    = make(chan error, 1)
+)
+
+func repoRoot() string {
+	_, file, _, _ := goruntime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// countingTransport counts the operator's requests.
+type countingTransport struct{ next http.RoundTripper }
+
+func (c countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Query().Get("watch") != "true" {
+		operatorRequests.Add(1)
+		if req.Method != http.MethodGet {
+			operatorWrites.Add(1)
+			lastWritesMu.Lock()
+			lastWrites = append(lastWrites, req.Method+" "+req.URL.Path)
+			if len(lastWrites) > 20 {
+				lastWrites = lastWrites[len(lastWrites)-20:]
+			}
+			lastWritesMu.Unlock()
+		}
+	}
+	return c.next.RoundTrip(req)
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	repo = repoRoot()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, hicachev1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			panic(err)
+		}
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapLevel())))
+	ctx := context.Background()
+	var err error
+	cluster, err = localcluster.Start(ctx, localcluster.Options{
+		CRDDirectoryPaths: []string{filepath.Join(repo, "config", "crd", "bases")},
+		Nodes:             localcluster.GPUNodes(6, 8),
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting the local cluster: %v\n", err)
+		return 1
+	}
+	defer func() { _ = cluster.Stop() }()
+	k8s, err = client.New(cluster.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := startManager(); err != nil {
+		fmt.Fprintf(os.Stderr, "starting the operator: %v\n", err)
+		return 1
+	}
+	code := m.Run()
+	stopManager()
+	<-managerDone
+	return code
+}
+
+// startManager runs the operator in this process, as cmd/manager does, with its requests
+// counted and namespace flushes run by flush.py on this host (kwok runs no Job containers).
+func startManager() error {
+	cfg := rest.CopyConfig(cluster.Config())
+	cfg.QPS, cfg.Burst = 200, 400
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt} }
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// The same controllers are started again by restartManager, in this process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return err
+	}
+	python := filepath.Join(repo, "bin", "mooncake-venv", "bin", "python")
+	if err := controllers.Setup(mgr, controllers.Options{
+		BackendPollInterval: time.Second,
+		Flusher:             controllers.LocalFlusher{Python: python},
+	}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopManager = cancel
+	go func() { managerDone <- mgr.Start(ctx) }()
+	return nil
+}
+
+func zapLevel() zapcore.Level {
+	if os.Getenv("E2E_VERBOSE") != "" {
+		return -2
+	}
+	// Only what would crash: a test's namespace going away makes event writes fail, by design.
+	return zapcore.DPanicLevel
+}
+
+// restartManager stops the operator and starts a new one, as a crash and restart would.
+func restartManager(t *testing.T) {
+	t.Helper()
+	stopManager()
+	if err := <-managerDone; err != nil {
+		t.Fatalf("the operator stopped with an error: %v", err)
+	}
+	if err := startManager(); err != nil {
+		t.Fatalf("restarting the operator: %v", err)
+	}
+}
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))[:min(20, len(t.Name()))] + "-"}}
+	ns.GenerateName = sanitize(ns.GenerateName)
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating a namespace: %v", err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			b.WriteRune(r)
+		} else {
+			b.WriteRune('-')
+		}
+	}
+	return strings.TrimLeft(b.String(), "-")
+}
+
+// eventually polls cond until it holds or timeout passes; it fails the test with the last
+// reason cond gave.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		last = why
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; last seen: %s", what, timeout, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
