@@ -29,6 +29,7 @@ generate: ## Regenerate deepcopy, CRDs, RBAC and the chart's copies of them
 	  paths=./api/... paths=./controllers/... \
 	  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	hack/sync-chart.sh
+	hack/api-docs.sh >/dev/null
 
 .PHONY: verify
 verify: ## Fail if generated code, go.mod or formatting drift from the sources

@@ -15,16 +15,16 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -45,9 +45,9 @@ var (
 	// lastWrites keeps the latest mutating requests, for failure messages.
 	lastWrites   []string
 	lastWritesMu sync.Mutex
-	repo           string
-	stopManager    context.CancelFunc
-	managerDone    = make(chan error, 1)
+	repo         string
+	stopManager  context.CancelFunc
+	managerDone  = make(chan error, 1)
 )
 
 func repoRoot() string {
