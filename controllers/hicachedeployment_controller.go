@@ -285,7 +285,7 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 			if _, err := a.apply(ctx, desired[g], nil); err != nil {
 				return err
 			}
-			if err := r.deletePods(ctx, grp.pods); err != nil {
+			if err := r.replaceGroup(ctx, grp); err != nil {
 				return err
 			}
 			obs.rolling = append(obs.rolling, g)
@@ -298,7 +298,7 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 				return p.Annotations[AnnotationTemplateHash] == obs.desired[g]
 			})
 			if len(stale) > 0 {
-				if err := r.deletePods(ctx, grp.pods); err != nil {
+				if err := r.replaceGroup(ctx, grp); err != nil {
 					return err
 				}
 				obs.rolling = append(obs.rolling, g)
@@ -308,10 +308,7 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 				ctrl.LoggerFrom(ctx).Info("Recreating a serving group that lost a rank", "group", g, "why", why)
 				r.Recorder.Eventf(hcd, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonGroupRecreated, "Recreate",
 					"Serving group %d lost a rank (%s); recreating all %d of its pods, since a process group cannot take a rank back", g, why, len(grp.pods))
-				if err := r.deletePods(ctx, grp.pods); err != nil {
-					return err
-				}
-				if err := r.setMembers(ctx, grp.sts, ""); err != nil {
+				if err := r.replaceGroup(ctx, grp); err != nil {
 					return err
 				}
 				obs.recreated = append(obs.recreated, g)
@@ -344,6 +341,15 @@ func (r *HiCacheDeploymentReconciler) deletePods(ctx context.Context, pods []cor
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// replaceGroup deletes every pod of a group at once and forgets its members, so the pods the
+// StatefulSet creates next form a new group.
+func (r *HiCacheDeploymentReconciler) replaceGroup(ctx context.Context, grp *group) error {
+	if err := r.deletePods(ctx, grp.pods); err != nil {
+		return err
+	}
+	return r.setMembers(ctx, grp.sts, "")
 }
 
 // setMembers records (or clears) the pod UIDs of a formed group on its StatefulSet.

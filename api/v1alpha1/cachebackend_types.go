@@ -186,7 +186,7 @@ type CacheBackendStatus struct {
 
 	// keyCount is the number of objects in the store.
 	// +optional
-	KeyCount int64 `json:"keyCount,omitempty"`
+	KeyCount int64 `json:"keyCount"`
 
 	// version is the Mooncake version the master reports.
 	// +kubebuilder:validation:MaxLength=64

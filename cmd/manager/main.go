@@ -29,6 +29,7 @@ func main() {
 		secureMetrics   bool
 		probeAddr       string
 		leaderElect     bool
+		leaderElectNS   string
 		watchNamespaces string
 		flushRunner     string
 		flushPython     string
@@ -38,6 +39,7 @@ func main() {
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, authenticated and authorized by the API server")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica reconciles at a time")
+	flag.StringVar(&leaderElectNS, "leader-election-namespace", "", "Namespace of the leader-election lease (default: the pod's own namespace; required outside a cluster)")
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to watch (empty: all)")
 	flag.DurationVar(&opts.BackendPollInterval, "backend-poll-interval", 15*time.Second, "How often a CacheBackend's master is probed for health and capacity")
 	flag.StringVar(&opts.DefaultSGLangImage, "default-sglang-image", controllers.DefaultSGLangImage, "SGLang image for deployments that name none")
@@ -84,12 +86,13 @@ func main() {
 	}
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsOpts,
-		HealthProbeBindAddress: probeAddr,
-		LeaderElection:         leaderElect,
-		LeaderElectionID:       "hicache-operator.hicache.io",
-		Cache:                  cacheOpts,
+		Scheme:                  scheme,
+		Metrics:                 metricsOpts,
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "hicache-operator.hicache.io",
+		LeaderElectionNamespace: leaderElectNS,
+		Cache:                   cacheOpts,
 	})
 	if err != nil {
 		log.Error(err, "Unable to create the manager")

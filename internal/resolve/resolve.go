@@ -220,6 +220,9 @@ func (r *Resolved) DraftSummary() string {
 	}
 	switch d.Placement {
 	case cache.DraftPlacementPacked:
+		if d.PackedLayers == 1 {
+			return fmt.Sprintf("%s (packed, 1 layer)", d.Algorithm)
+		}
 		return fmt.Sprintf("%s (packed, %d layers)", d.Algorithm, d.PackedLayers)
 	case cache.DraftPlacementSidecar:
 		return fmt.Sprintf("%s (sidecar, %s pool)", d.Algorithm, d.HostPoolKind)

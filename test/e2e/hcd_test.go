@@ -202,18 +202,26 @@ func TestFailedRankRecreatesItsWholeGroup(t *testing.T) {
 		return true, ""
 	})
 	waitReadyGroups(t, ns, "dsv4", 1)
-	var events corev1.EventList
 	eventually(t, 10*time.Second, "a GroupRecreated event", func() (bool, string) {
-		if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
-			return false, err.Error()
-		}
-		for _, e := range events.Items {
-			if e.Reason == hicachev1alpha1.ReasonGroupRecreated && e.InvolvedObject.Name == "dsv4" {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%d events, none GroupRecreated", len(events.Items))
+		n := countEvents(t, ns, "dsv4", hicachev1alpha1.ReasonGroupRecreated)
+		return n > 0, "no GroupRecreated event"
 	})
+}
+
+// countEvents counts the events with a reason about one object.
+func countEvents(t *testing.T, ns, name, reason string) int {
+	t.Helper()
+	var events corev1.EventList
+	if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range events.Items {
+		if e.Reason == reason && e.InvolvedObject.Name == name {
+			n++
+		}
+	}
+	return n
 }
 
 func podIsReady(p *corev1.Pod) bool {
@@ -260,6 +268,10 @@ func TestBreakingChangeRotatesNamespaceNeutralDoesNot(t *testing.T) {
 	}
 	if len(h.Status.Cache.StaleNamespaces) != 1 || h.Status.Cache.StaleNamespaces[0].Namespace != nsA {
 		t.Errorf("stale namespaces %+v, want [%s]", h.Status.Cache.StaleNamespaces, nsA)
+	}
+	// Rolled groups are replaced on purpose, not recreated as broken.
+	if n := countEvents(t, ns, "dsv4", hicachev1alpha1.ReasonGroupRecreated); n != 0 {
+		t.Errorf("%d GroupRecreated events after a roll, want none: a rolled group is not a broken one", n)
 	}
 	for _, p := range rankPods(t, ns, "dsv4") {
 		if p.Labels[controllers.LabelCacheNamespace] != nsB {
