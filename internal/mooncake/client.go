@@ -1,7 +1,7 @@
 // Package mooncake talks to the admin HTTP endpoint of a Mooncake master (mooncake_master
 // --metrics_port, 9003 by default): health, store summary, key listing and remove_all.
 //
-// The shapes it expects were read from mooncake_master 0.3.13.post1; docs/compatibility-mooncake.md
+// The shapes it expects were read from mooncake_master 0.3.13.post1; docs/compatibility.md
 // lists what that release offers. The master reports no version over HTTP.
 package mooncake
 
