@@ -1,0 +1,330 @@
+package resolve_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+func testBackend() *resolve.Backend {
+	return &resolve.Backend{Name: "mc", RPCAddress: "mc-master.default.svc:50051", MetadataServer: "P2PHANDSHAKE", MetricsPort: 9003}
+}
+
+func TestServerConfigMultiNode(t *testing.T) {
+	h := makeHCD("dsv4").Profile("DeepSeekV4").TP(16).Storage("mc").Obj()
+	r := mustResolve(t, h)
+
+	_, _, err := resolve.ServerConfig(h, r, testBackend(), "")
+	if err == nil || !strings.Contains(err.Error(), "2 nodes") || !strings.Contains(err.Error(), "rendezvous") {
+		t.Fatalf("ServerConfig without a rendezvous address: error %v, want one naming the 2 nodes and the rendezvous address", err)
+	}
+
+	cfg, _, err := resolve.ServerConfig(h, r, testBackend(), "dsv4-0-0.dsv4-0.default.svc:20102")
+	if err != nil {
+		t.Fatalf("ServerConfig: %v", err)
+	}
+	got := struct {
+		NNodes             int
+		NodeRank, DistInit string
+	}{cfg.NNodes, cfg.NodeRankEnv, cfg.DistInitAddr}
+	want := struct {
+		NNodes             int
+		NodeRank, DistInit string
+	}{2, "$(NODE_RANK)", "dsv4-0-0.dsv4-0.default.svc:20102"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("multi-node settings (-want +got):\n%s", diff)
+	}
+	args, err := sglang.Args(cfg)
+	if err != nil {
+		t.Fatalf("the pinned release refuses the rendered config: %v", err)
+	}
+	if !containsSeq(args, "--node-rank", "$(NODE_RANK)") || !containsSeq(args, "--nnodes", "2") {
+		t.Errorf("args lack --nnodes 2 --node-rank $(NODE_RANK): %q", args)
+	}
+}
+
+func TestServerConfigSingleNodeIgnoresTheRendezvous(t *testing.T) {
+	h := makeHCD("q").TP(4).Obj()
+	cfg, _, err := resolve.ServerConfig(h, mustResolve(t, h), nil, "leader:20102")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NNodes != 0 || cfg.DistInitAddr != "" || cfg.NodeRankEnv != "" {
+		t.Errorf("a one-node group got NNodes %d, DistInitAddr %q, NodeRankEnv %q", cfg.NNodes, cfg.DistInitAddr, cfg.NodeRankEnv)
+	}
+	if _, err := sglang.Args(cfg); err != nil {
+		t.Errorf("Args: %v", err)
+	}
+}
+
+func TestServerConfigStorage(t *testing.T) {
+	cases := map[string]struct {
+		storage       bool
+		backend       *resolve.Backend
+		fixed         string
+		protocol      string
+		segment       string
+		wantMooncake  bool
+		wantSegment   int64
+		wantProtocol  string
+		wantNamespace func(r *resolve.Resolved) string
+	}{
+		"no storage: the cache stops at host memory": {storage: false, backend: testBackend()},
+		"storage whose backend is not known yet":     {storage: true, backend: nil},
+		"LayoutHash namespace is the backend tag": {
+			storage: true, backend: testBackend(), wantMooncake: true, wantProtocol: "tcp",
+			wantNamespace: func(r *resolve.Resolved) string { return r.Namespace },
+		},
+		"Fixed namespace is the backend tag": {
+			storage: true, backend: testBackend(), fixed: "team-a", wantMooncake: true, wantProtocol: "tcp",
+			wantNamespace: func(*resolve.Resolved) string { return "team-a" },
+		},
+		"segment size in bytes, rdma": {
+			storage: true, backend: testBackend(), protocol: "rdma", segment: "16Gi", wantMooncake: true,
+			wantSegment: 16 << 30, wantProtocol: "rdma",
+			wantNamespace: func(r *resolve.Resolved) string { return r.Namespace },
+		},
+		"decimal segment size": {
+			storage: true, backend: testBackend(), segment: "4G", wantMooncake: true,
+			wantSegment: 4_000_000_000, wantProtocol: "tcp",
+			wantNamespace: func(r *resolve.Resolved) string { return r.Namespace },
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			b := makeHCD("q").TP(4)
+			if tc.storage {
+				b.Storage("mc")
+				if tc.fixed != "" {
+					b.Fixed(tc.fixed)
+				}
+				if tc.protocol != "" {
+					b.Protocol(tc.protocol)
+				}
+				if tc.segment != "" {
+					b.Segment(tc.segment)
+				}
+			}
+			h := b.Obj()
+			r := mustResolve(t, h)
+			cfg, mc, err := resolve.ServerConfig(h, r, tc.backend, "")
+			if err != nil {
+				t.Fatalf("ServerConfig: %v", err)
+			}
+			if cfg.HiCache == nil {
+				t.Fatal("HiCache is off")
+			}
+			if !tc.wantMooncake {
+				if mc != nil || cfg.HiCache.StorageBackend != "" || cfg.HiCache.ExtraConfig != nil {
+					t.Errorf("got Mooncake config %+v, storage backend %q, extra config %v; want none",
+						mc, cfg.HiCache.StorageBackend, cfg.HiCache.ExtraConfig)
+				}
+				return
+			}
+			if mc == nil {
+				t.Fatal("no Mooncake config")
+			}
+			ns := tc.wantNamespace(r)
+			if ns != r.Namespace {
+				t.Errorf("resolved namespace %q, want %q", r.Namespace, ns)
+			}
+			want := sglang.MooncakeConfig{
+				MasterServerAddress: tc.backend.RPCAddress, MetadataServer: tc.backend.MetadataServer,
+				GlobalSegmentSize: tc.wantSegment, Protocol: tc.protocol, ExtraBackendTag: ns,
+				MasterMetricsPort: tc.backend.MetricsPort, LocalHostname: "$(POD_IP)",
+			}
+			if tc.protocol == "" {
+				want.Protocol = "tcp" // what the API server defaults
+			}
+			if diff := cmp.Diff(want, *mc); diff != "" {
+				t.Errorf("Mooncake config (-want +got):\n%s", diff)
+			}
+			if cfg.HiCache.StorageBackend != sglang.StorageBackendMooncake {
+				t.Errorf("storage backend = %q, want mooncake", cfg.HiCache.StorageBackend)
+			}
+			for k, v := range map[string]any{
+				"extra_backend_tag": ns, "global_segment_size": tc.wantSegment, "protocol": tc.wantProtocol,
+				"master_server_address": tc.backend.RPCAddress,
+			} {
+				if got := cfg.HiCache.ExtraConfig[k]; got != v {
+					t.Errorf("extra config %s = %v (%T), want %v (%T)", k, got, got, v, v)
+				}
+			}
+			if _, err := sglang.Args(cfg); err != nil {
+				t.Errorf("the pinned release refuses the rendered config: %v", err)
+			}
+		})
+	}
+}
+
+func TestServerConfigTopologyAndDraft(t *testing.T) {
+	cases := map[string]struct {
+		hcd                func() *hcdBuilder
+		tp, pp, dp         int
+		dpAttention        bool
+		wantSpeculative    *sglang.Speculative
+		wantRatio          float64
+		wantServed         string
+		wantDPFlagInArgs   string
+		wantNoDPFlagInArgs bool
+	}{
+		"DP 1 renders no DP flag": {
+			hcd: func() *hcdBuilder { return makeHCD("q").TP(4) }, tp: 4, wantServed: "org/q", wantNoDPFlagInArgs: true,
+		},
+		"DP without attention": {
+			hcd: func() *hcdBuilder { return makeHCD("q").TP(4).DP(2) }, tp: 4, dp: 2, wantServed: "org/q", wantDPFlagInArgs: "--dp-size",
+		},
+		"DP attention": {
+			hcd: func() *hcdBuilder { return makeHCD("q").TP(8).DP(4).DPAttention() },
+			tp:  8, dp: 4, dpAttention: true, wantServed: "org/q", wantDPFlagInArgs: "--attn-dp-size",
+		},
+		"draft and ratio": {
+			hcd: func() *hcdBuilder {
+				return makeHCD("k").Profile("KimiK2").TP(8).Draft("EAGLE3").Ratio("2.5").Served("kimi")
+			},
+			tp: 8, wantRatio: 2.5, wantServed: "kimi", wantNoDPFlagInArgs: true,
+			wantSpeculative: &sglang.Speculative{Algorithm: "EAGLE3", DraftModelPath: "org/eagle3-draft", NumSteps: 3, EagleTopK: 1, NumDraftTokens: 4},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := tc.hcd().Obj()
+			if d := h.Spec.Topology.Draft; d != nil && tc.wantSpeculative != nil {
+				d.NumSteps, d.EagleTopK, d.NumDraftTokens = 3, 1, 4
+			}
+			cfg, _, err := resolve.ServerConfig(h, mustResolve(t, h), nil, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.TP != tc.tp || cfg.DP != tc.dp || cfg.EnableDPAttention != tc.dpAttention {
+				t.Errorf("TP %d DP %d attention %v, want TP %d DP %d attention %v", cfg.TP, cfg.DP, cfg.EnableDPAttention, tc.tp, tc.dp, tc.dpAttention)
+			}
+			if cfg.ServedModelName != tc.wantServed {
+				t.Errorf("ServedModelName = %q, want %q", cfg.ServedModelName, tc.wantServed)
+			}
+			if diff := cmp.Diff(tc.wantSpeculative, cfg.Speculative); diff != "" {
+				t.Errorf("Speculative (-want +got):\n%s", diff)
+			}
+			if cfg.HiCache.Ratio != tc.wantRatio {
+				t.Errorf("HiCache.Ratio = %v, want %v", cfg.HiCache.Ratio, tc.wantRatio)
+			}
+			if cfg.Port != resolve.SGLangPort {
+				t.Errorf("Port = %d, want %d", cfg.Port, resolve.SGLangPort)
+			}
+			args, err := sglang.Args(cfg)
+			if err != nil {
+				t.Fatalf("Args: %v", err)
+			}
+			joined := strings.Join(args, " ")
+			if tc.wantDPFlagInArgs != "" && !containsSeq(args, tc.wantDPFlagInArgs, itoa(tc.dp)) {
+				t.Errorf("args lack %s %d: %s", tc.wantDPFlagInArgs, tc.dp, joined)
+			}
+			if tc.wantNoDPFlagInArgs && (strings.Contains(joined, "--dp-size") || strings.Contains(joined, "--attn-dp-size")) {
+				t.Errorf("args have a DP flag: %s", joined)
+			}
+		})
+	}
+}
+
+// TestSampleRenderings pins what each shipped sample renders to: its layout namespace and the
+// SGLang command line. A change of a sample's namespace moves its users to an empty cache, so it
+// must be a reviewed change of the golden file (go test -update).
+func TestSampleRenderings(t *testing.T) {
+	type rendering struct {
+		Namespace   string         `json:"namespace"`
+		Fingerprint string         `json:"fingerprint"`
+		Facts       []string       `json:"facts"`
+		Plan        string         `json:"plan"`
+		Draft       string         `json:"draft"`
+		GPUs        int            `json:"gpus"`
+		Nodes       int            `json:"nodes"`
+		GPUsPerPod  int            `json:"gpusPerPod"`
+		Args        []string       `json:"args"`
+		ExtraConfig map[string]any `json:"extraConfig,omitempty"`
+	}
+	for _, file := range hcdSamples(t) {
+		name := strings.TrimSuffix(file, ".yaml")
+		t.Run(name, func(t *testing.T) {
+			h := loadSample(t, file)
+			r := mustResolve(t, h)
+			addr := ""
+			if r.Nodes > 1 {
+				addr = h.Name + "-0-0." + h.Name + "-0.default.svc:20102"
+			}
+			be := &resolve.Backend{Name: "mooncake", RPCAddress: "mooncake-master.default.svc:50051", MetadataServer: "P2PHANDSHAKE", MetricsPort: 9003}
+			cfg, _, err := resolve.ServerConfig(h, r, be, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args, err := sglang.Args(cfg)
+			if err != nil {
+				t.Fatalf("Args: %v", err)
+			}
+			got := rendering{
+				Namespace: r.Namespace, Fingerprint: r.Fingerprint, Facts: r.FactList(), Plan: r.Plan.Summary(),
+				Draft: r.DraftSummary(), GPUs: r.GPUs, Nodes: r.Nodes, GPUsPerPod: r.GPUsPerPod, Args: args,
+				ExtraConfig: cfg.HiCache.ExtraConfig,
+			}
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(got); err != nil {
+				t.Fatal(err)
+			}
+			compareGolden(t, filepath.Join("testdata", "samples", name+".golden.json"), buf.Bytes())
+		})
+	}
+}
+
+func compareGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (run go test -update to create it): %v", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s differs (-want +got); run go test -update if the change is intended:\n%s", path, diff)
+	}
+}
+
+func containsSeq(args []string, seq ...string) bool {
+	for i := 0; i+len(seq) <= len(args); i++ {
+		match := true
+		for j, s := range seq {
+			if args[i+j] != s {
+				match = false
+				break
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
