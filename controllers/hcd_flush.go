@@ -82,30 +82,26 @@ func (r *HiCacheDeploymentReconciler) drainAndFlush(ctx context.Context, hcd *hi
 			"The cache layout changed (%s → %s) under the fixed namespace %s: stopping every serving group, flushing the namespace, then starting the new layout",
 			old.ShortHash, obs.resolved.ShortHash, ns)
 	}
-	// 1. Stop the writers: every group goes.
-	pods := 0
+	// 1. Stop the writers: every group goes, and every pod of the deployment with it (also one a
+	// StatefulSet created while it was being deleted, which the garbage collector would only
+	// remove later).
 	for g, grp := range obs.groups {
 		if grp.sts.DeletionTimestamp.IsZero() {
 			if err := r.Delete(ctx, grp.sts, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 				return err
 			}
 		}
-		if err := r.deletePods(ctx, grp.pods); err != nil {
-			return err
-		}
-		pods += len(grp.pods)
 		delete(obs.groups, g)
-	}
-	if pods > 0 {
-		obs.drain = fmt.Sprintf("stopping %d rank pods that write namespace %s", pods, ns)
-		return nil
 	}
 	var left corev1.PodList
 	if err := r.List(ctx, &left, client.InNamespace(hcd.Namespace), client.MatchingLabels{LabelDeployment: hcd.Name}); err != nil {
 		return err
 	}
 	if len(left.Items) > 0 {
-		obs.drain = fmt.Sprintf("waiting for %d rank pods to stop", len(left.Items))
+		if err := r.deletePods(ctx, left.Items); err != nil {
+			return err
+		}
+		obs.drain = fmt.Sprintf("stopping %d rank pods that write namespace %s", len(left.Items), ns)
 		return nil
 	}
 	// 2. Flush the namespace, once.
