@@ -3,33 +3,50 @@
 //
 // plan and diff work on HiCacheDeployment files and need no cluster: they show what the operator
 // will decide (per-rank L3 duties, layout fingerprint, L3 namespace) and what a change of spec
-// does to the objects in the L3 store.
+// does to the objects in the L3 store. flush and status talk to a cluster, as kubectl does: flush
+// removes objects from a CacheBackend's store through a CacheFlush and follows it; status shows a
+// running HiCacheDeployment with its pods, duties, layout and backend.
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	// The plugin reports through its output and errors, not logs.
+	ctrllog.SetLogger(logr.Discard())
+	// An interrupt stops flush --wait following a flush; the flush itself goes on.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := runContext(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // run executes the plugin with args and returns the process exit code: 0 on success, 1 on an
 // error (its message on errOut), or the code a command asked for (diff --exit-code).
 func run(args []string, in io.Reader, out, errOut io.Writer) int {
+	return runContext(context.Background(), args, in, out, errOut)
+}
+
+// runContext is run with a context that cancels what the command waits for.
+func runContext(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
 	cmd := newRootCmd(out, errOut)
 	cmd.SetIn(in)
 	cmd.SetArgs(args)
-	err := cmd.Execute()
+	err := cmd.ExecuteContext(ctx)
 	if err == nil {
 		return 0
 	}
@@ -52,10 +69,15 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit code %d", e.code) 
 func newRootCmd(out, errOut io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kubectl-hicache",
-		Short: "Plan and inspect SGLang HiCache deployments of hicache-operator",
+		Short: "Plan, inspect and flush SGLang HiCache deployments of hicache-operator",
 		Long: `kubectl hicache shows what hicache-operator decides for a HiCacheDeployment: which rank
 writes which pool to the L3 store, the layout fingerprint and L3 namespace, and what a change of
-spec does to the objects already in the store. plan and diff read files and need no cluster.`,
+spec does to the objects already in the store. plan and diff read files and need no cluster.
+
+status shows a running HiCacheDeployment: its conditions, serving groups and pods, per-rank duties,
+layout, namespaces awaiting a flush and the health of its L3 store. flush removes objects from a
+CacheBackend's store (one L3 namespace, everything, or one tenant) and follows the flush. Both talk
+to the cluster of the kubeconfig, as kubectl does (--kubeconfig, --context, -n).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl hicache"},
@@ -68,7 +90,7 @@ spec does to the objects already in the store. plan and diff read files and need
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%w\nRun '%s --help' for usage", err, cmd.CommandPath())
 	})
-	root.AddCommand(newPlanCmd(), newDiffCmd())
+	root.AddCommand(newPlanCmd(), newDiffCmd(), newStatusCmd(), newFlushCmd())
 	return root
 }
 
