@@ -186,3 +186,8 @@ func envValue(c corev1.Container, name string) (string, bool) {
 	}
 	return "", false
 }
+
+// decodeInto decodes YAML strictly into obj.
+func decodeInto(doc string, obj any) error {
+	return yaml.UnmarshalStrict([]byte(doc), obj)
+}
