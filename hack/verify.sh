@@ -47,6 +47,9 @@ fi
 echo "verify: go vet"
 go vet ./... || fail=1
 
+echo "verify: Dockerfile"
+hack/lint-dockerfile.sh || fail=1
+
 if [[ ${fail} -ne 0 ]]; then
   echo "verify: FAILED"
   exit 1
