@@ -1,0 +1,212 @@
+package controllers
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+)
+
+func TestMasterArgs(t *testing.T) {
+	base := []string{"--rpc_port=50051", "--rpc_address=$(POD_IP)", "--metrics_port=9003", "--enable_metric_reporting=true"}
+	cases := map[string]struct {
+		m    hicachev1alpha1.ManagedMooncake
+		want []string
+	}{
+		"defaults only": {m: hicachev1alpha1.ManagedMooncake{RPCPort: 50051, AdminPort: 9003}, want: base},
+		"other ports": {
+			m:    hicachev1alpha1.ManagedMooncake{RPCPort: 6000, AdminPort: 6001},
+			want: []string{"--rpc_port=6000", "--rpc_address=$(POD_IP)", "--metrics_port=6001", "--enable_metric_reporting=true"},
+		},
+		"eviction and lease": {
+			m: hicachev1alpha1.ManagedMooncake{RPCPort: 50051, AdminPort: 9003, EvictionHighWatermarkRatio: "0.9", EvictionRatio: "0.05", LeaseTTLMillis: 5000},
+			want: append(append([]string{}, base...),
+				"--eviction_high_watermark_ratio=0.9", "--eviction_ratio=0.05", "--default_kv_lease_ttl=5000"),
+		},
+		"only the lease": {
+			m:    hicachev1alpha1.ManagedMooncake{RPCPort: 50051, AdminPort: 9003, LeaseTTLMillis: 1},
+			want: append(append([]string{}, base...), "--default_kv_lease_ttl=1"),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, masterArgs(&tc.m)); diff != "" {
+				t.Errorf("masterArgs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBuildMasterNetworkPolicy(t *testing.T) {
+	cb := managedBackend("mc")
+	np := buildMasterNetworkPolicy(cb)
+	if np.Name != "mc-master" || np.Namespace != "default" {
+		t.Errorf("name %s/%s", np.Namespace, np.Name)
+	}
+	if diff := cmp.Diff([]networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, np.Spec.PolicyTypes); diff != "" {
+		t.Errorf("policy types (-want +got):\n%s", diff)
+	}
+	master := buildMasterDeployment(cb, "img").Spec.Template.Labels
+	if sel, _ := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector); !sel.Matches(labels.Set(master)) {
+		t.Errorf("the policy's pod selector %s misses the master pods %v", sel, master)
+	}
+	if sel, _ := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector); sel.Matches(labels.Set(buildStoreDeployment(withStore(cb), "img").Spec.Template.Labels)) {
+		t.Errorf("the policy's pod selector %s also takes in the store pods", sel)
+	}
+	if len(np.Spec.Ingress) != 2 {
+		t.Fatalf("%d ingress rules, want RPC and admin", len(np.Spec.Ingress))
+	}
+
+	// Who may reach which port.
+	h := makeHCD("q").TP(4).Storage("mc").Obj()
+	servingPod := mustBuildGroup(t, h, 0).Spec.Template.Labels
+	otherBackendPod := mustBuildGroup(t, makeHCD("q").TP(4).Storage("other").Obj(), 0).Spec.Template.Labels
+	storePod := buildStoreDeployment(withStore(cb), "img").Spec.Template.Labels
+	operatorPod := map[string]string{"app.kubernetes.io/name": "hicache-operator"}
+	admits := func(rule networkingv1.NetworkPolicyIngressRule, pod map[string]string) bool {
+		for _, peer := range rule.From {
+			if peer.PodSelector == nil {
+				continue
+			}
+			sel, err := metav1.LabelSelectorAsSelector(peer.PodSelector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sel.Matches(labels.Set(pod)) {
+				return true
+			}
+		}
+		return false
+	}
+	portOf := func(rule networkingv1.NetworkPolicyIngressRule) int32 {
+		if len(rule.Ports) != 1 || rule.Ports[0].Port == nil || ptr.Deref(rule.Ports[0].Protocol, "") != corev1.ProtocolTCP {
+			t.Fatalf("rule ports %+v, want one TCP port", rule.Ports)
+		}
+		return rule.Ports[0].Port.IntVal
+	}
+	rpc, admin := np.Spec.Ingress[0], np.Spec.Ingress[1]
+	got := map[string]bool{
+		"rpc port":              portOf(rpc) == 50051,
+		"admin port":            portOf(admin) == 9003,
+		"serving pod → rpc":     admits(rpc, servingPod),
+		"store pod → rpc":       admits(rpc, storePod),
+		"other backend → rpc":   admits(rpc, otherBackendPod),
+		"operator → admin":      admits(admin, operatorPod),
+		"serving pod → admin":   admits(admin, servingPod),
+		"admin from any ns":     admin.From[0].NamespaceSelector != nil && len(admin.From[0].NamespaceSelector.MatchLabels) == 0,
+		"rpc only from this ns": rpc.From[0].NamespaceSelector == nil,
+	}
+	want := map[string]bool{
+		"rpc port": true, "admin port": true, "serving pod → rpc": true, "store pod → rpc": true,
+		"other backend → rpc": false, "operator → admin": true, "serving pod → admin": false,
+		"admin from any ns": true, "rpc only from this ns": true,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("network policy (-want +got):\n%s", diff)
+	}
+}
+
+func withStore(cb *hicachev1alpha1.CacheBackend) *hicachev1alpha1.CacheBackend {
+	cb = cb.DeepCopy()
+	cb.Spec.Mooncake.Managed.Store = &hicachev1alpha1.StorePods{Replicas: ptr.To(int32(3)), SegmentSize: resource.MustParse("64Gi")}
+	return cb
+}
+
+func TestBuildMasterDeployment(t *testing.T) {
+	cb := managedBackend("mc")
+	dep := buildMasterDeployment(cb, "mooncake:test")
+	if dep.Name != "mc-master" || ptr.Deref(dep.Spec.Replicas, 0) != 1 || dep.Spec.Strategy.Type != "Recreate" {
+		t.Errorf("deployment %s, %v replicas, strategy %s; want mc-master, one master, Recreate", dep.Name, dep.Spec.Replicas, dep.Spec.Strategy.Type)
+	}
+	if sel, _ := metav1.LabelSelectorAsSelector(dep.Spec.Selector); !sel.Matches(labels.Set(dep.Spec.Template.Labels)) {
+		t.Errorf("the selector %s misses the template labels", sel)
+	}
+	pod := dep.Spec.Template.Spec
+	c := pod.Containers[0]
+	if diff := cmp.Diff(masterArgs(cb.Spec.Mooncake.Managed), c.Args); diff != "" {
+		t.Errorf("args (-masterArgs +got):\n%s", diff)
+	}
+	if ip, ok := envValue(c.Env, "POD_IP"); !ok || ip.ValueFrom == nil || ip.ValueFrom.FieldRef.FieldPath != "status.podIP" {
+		t.Errorf("POD_IP (for --rpc_address) = %+v", ip)
+	}
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if diff := cmp.Diff(map[string]int32{"rpc": 50051, "admin": 9003}, ports); diff != "" {
+		t.Errorf("ports (-want +got):\n%s", diff)
+	}
+	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/health" || p.HTTPGet.Port.StrVal != "admin" {
+			t.Errorf("%s probe %+v, want GET /health on the admin port", name, p)
+		}
+	}
+	if diff := cmp.Diff(cb.Spec.Mooncake.Managed.Resources, c.Resources); diff != "" {
+		t.Errorf("resources (-want +got):\n%s", diff)
+	}
+	if !ptr.Deref(pod.SecurityContext.RunAsNonRoot, false) || ptr.Deref(c.SecurityContext.AllowPrivilegeEscalation, true) {
+		t.Error("the master pod is not restricted")
+	}
+	if o := dep.OwnerReferences; len(o) != 1 || o[0].Kind != "CacheBackend" || o[0].UID != cb.UID {
+		t.Errorf("owner references %+v", o)
+	}
+
+	svc := buildMasterService(cb)
+	if sel := labels.SelectorFromSet(svc.Spec.Selector); svc.Name != dep.Name || !sel.Matches(labels.Set(dep.Spec.Template.Labels)) {
+		t.Errorf("service %s selects %s, want the master pods", svc.Name, sel)
+	}
+	for _, p := range svc.Spec.Ports {
+		if ports[p.TargetPort.StrVal] != p.Port {
+			t.Errorf("service port %s %d targets %q, whose container port is %d", p.Name, p.Port, p.TargetPort.StrVal, ports[p.TargetPort.StrVal])
+		}
+	}
+}
+
+func TestBuildStoreDeployment(t *testing.T) {
+	cb := withStore(managedBackend("mc"))
+	dep := buildStoreDeployment(cb, "mooncake:test")
+	if dep.Name != "mc-store" || ptr.Deref(dep.Spec.Replicas, 0) != 3 {
+		t.Errorf("deployment %s with %v replicas, want mc-store with 3", dep.Name, dep.Spec.Replicas)
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	for name, want := range map[string]string{
+		"MOONCAKE_MASTER":              "mc-master.default.svc:50051",
+		"MOONCAKE_GLOBAL_SEGMENT_SIZE": "68719476736",
+		"MOONCAKE_TE_META_DATA_SERVER": "P2PHANDSHAKE",
+		"MOONCAKE_LOCAL_HOSTNAME":      "$(POD_IP)",
+	} {
+		if e, ok := envValue(c.Env, name); !ok || e.Value != want {
+			t.Errorf("env %s = %q, want %q", name, e.Value, want)
+		}
+	}
+	cb.Spec.Mooncake.Managed.Store.Replicas = nil
+	if got := ptr.Deref(buildStoreDeployment(cb, "img").Spec.Replicas, 0); got != 1 {
+		t.Errorf("store replicas unset gives %d pods, want 1", got)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	cases := map[string]struct {
+		used, capacity int64
+		want           string
+	}{
+		"no capacity known": {used: 1 << 30, want: "1Gi"},
+		"a quarter":         {used: 4 << 30, capacity: 16 << 30, want: "4Gi/16Gi (25%)"},
+		"empty":             {used: 0, capacity: 16 << 30, want: "0/16Gi (0%)"},
+		"full":              {used: 16 << 30, capacity: 16 << 30, want: "16Gi/16Gi (100%)"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := usage(tc.used, tc.capacity); got != tc.want {
+				t.Errorf("usage(%d, %d) = %q, want %q", tc.used, tc.capacity, got, tc.want)
+			}
+		})
+	}
+}
