@@ -242,13 +242,17 @@ func flushWarnings(spec *hicachev1alpha1.CacheFlushSpec, cb *hicachev1alpha1.Cac
 	return out
 }
 
+// attemptNumberRE finds attempt numbers in a progress line.
+var attemptNumberRE = regexp.MustCompile(`attempt \d+`)
+
 // waitFlush reads the CacheFlush every interval, printing a line whenever its state changes,
-// until it completes (nil), fails for good, or timeout passes.
+// until it completes (nil), fails for good, or timeout passes. A failure that repeats at later
+// attempts is printed once.
 func waitFlush(ctx context.Context, c client.Client, key client.ObjectKey, out io.Writer, timeout, interval time.Duration) error {
 	waitCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	last := ""
-	seen := false // whether the operator ever wrote a status
+	last, shown := "", "" // the latest line, and the state last printed
+	seen := false         // whether the operator ever wrote a status
 	for {
 		var cf hicachev1alpha1.CacheFlush
 		err := c.Get(waitCtx, key, &cf)
@@ -259,10 +263,12 @@ func waitFlush(ctx context.Context, c client.Client, key client.ObjectKey, out i
 			return apiError(err, "reading CacheFlush "+key.Name)
 		case err == nil:
 			line, state := flushProgress(&cf)
-			if line != last {
+			// The same failure again, at a later attempt, is not news.
+			if key := attemptNumberRE.ReplaceAllString(line, "attempt #"); key != shown {
 				fmt.Fprintf(out, "%s: %s\n", cf.Name, line)
-				last = line
+				shown = key
 			}
+			last = line
 			seen = seen || len(cf.Status.Conditions) > 0
 			switch state {
 			case flushDone:
