@@ -266,7 +266,7 @@ func keys(namespace string, n int) []string {
 func lines(s string) []string { return strings.Split(strings.TrimRight(s, "\n"), "\n") }
 
 // The plugin's names for the operator's labels and ConfigMap are the operator's.
-func TestClusterNamesMatchTheOperator(t *testing.T) {
+func TestNamesMatchTheOperator(t *testing.T) {
 	got := map[string]string{"deployment": labelDeployment, "group": labelGroup, "pod index": labelPodIndex}
 	want := map[string]string{"deployment": controllers.LabelDeployment, "group": controllers.LabelGroup, "pod index": controllers.LabelPodIndex}
 	for k := range want {
@@ -638,4 +638,33 @@ func (s *sharedCluster) kubeconfigWithContext(t *testing.T, ns string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// On a cluster without the CRDs, both commands say so and what to install.
+func TestClusterWithoutTheCRDs(t *testing.T) {
+	t.Parallel()
+	c, err := localcluster.Start(context.Background(), localcluster.Options{APIServerOnly: true})
+	if err != nil {
+		t.Fatalf("starting a bare API server: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := c.WriteKubeconfig(kc); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		args []string
+		want string
+	}{
+		"flush":  {args: []string{"flush", "mooncake", "--all"}, want: `error: reading CacheBackend "mooncake": the cluster does not serve hicache.io/v1alpha1: install the CRDs of hicache-operator first (its Helm chart does)`},
+		"status": {args: []string{"status", "dsv4"}, want: `error: reading HiCacheDeployment "dsv4": the cluster does not serve hicache.io/v1alpha1: install the CRDs of hicache-operator first (its Helm chart does)`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := runPlugin(t, "", append(tt.args, "--kubeconfig", kc)...)
+			if r.code != 1 || strings.TrimSpace(r.stderr) != tt.want {
+				t.Errorf("exit code %d, stderr:\n%s\nwant code 1 and:\n%s", r.code, r.stderr, tt.want)
+			}
+		})
+	}
 }
