@@ -28,7 +28,10 @@ build() {
     log "${name} ${version}: up to date"
     return
   fi
-  log "${name} ${version}: building (first build of the control plane takes 10-20 minutes on two cores)"
+  case "${name}" in
+    kube-*) log "${name} ${version}: building from source (the first build of the control plane takes 10-20 minutes on two cores; later runs reuse Go's build cache)" ;;
+    *) log "${name} ${version}: building" ;;
+  esac
   local start=$SECONDS
   (cd "${dir}" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w ${ldflags}" -o "${BIN}/${name}.tmp" "${pkg}")
   mv "${BIN}/${name}.tmp" "${BIN}/${name}"
@@ -50,13 +53,15 @@ tool() {
     helm)
       local v; v=$(version_of "${TOOLS}/misc" helm.sh/helm/v3)
       build helm "${TOOLS}/misc" helm.sh/helm/v3/cmd/helm "${v}" "-X helm.sh/helm/v3/internal/version.version=${v}" ;;
+    golangci-lint)
+      build golangci-lint "${TOOLS}/lint" github.com/golangci/golangci-lint/v2/cmd/golangci-lint "$(version_of "${TOOLS}/lint" github.com/golangci/golangci-lint/v2)" ;;
     controller-gen)
       build controller-gen "${TOOLS}/misc" sigs.k8s.io/controller-tools/cmd/controller-gen "$(version_of "${TOOLS}/misc" sigs.k8s.io/controller-tools)" ;;
     crd-ref-docs)
       build crd-ref-docs "${TOOLS}/misc" github.com/elastic/crd-ref-docs "$(version_of "${TOOLS}/misc" github.com/elastic/crd-ref-docs)" ;;
-    *) echo "hack/tools.sh: unknown tool '$1' (known: etcd kube-apiserver kube-controller-manager kube-scheduler kwok helm controller-gen)" >&2; exit 2 ;;
+    *) echo "hack/tools.sh: unknown tool '$1' (known: ${ALL[*]})" >&2; exit 2 ;;
   esac
 }
 
-ALL=(controller-gen crd-ref-docs etcd kwok helm kube-apiserver kube-controller-manager kube-scheduler)
+ALL=(controller-gen golangci-lint crd-ref-docs etcd kwok helm kube-apiserver kube-controller-manager kube-scheduler)
 for t in "${@:-${ALL[@]}}"; do tool "$t"; done

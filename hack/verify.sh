@@ -47,6 +47,10 @@ fi
 echo "verify: go vet"
 go vet ./... || fail=1
 
+echo "verify: golangci-lint"
+hack/tools.sh golangci-lint >/dev/null
+bin/golangci-lint run ./... || fail=1
+
 echo "verify: Dockerfile"
 hack/lint-dockerfile.sh || fail=1
 

@@ -18,12 +18,11 @@ const dsv4Rank0 = "swa:__swa; deepseek_v4_c4:__deepseek_v4_c4; deepseek_v4_c4_in
 // global ranks; every other rank must write others.
 func TestPlanDomainRows(t *testing.T) {
 	type row struct {
-		topo         *topoBuilder
-		want         map[int]string
-		others       string
-		warnings     []WarningCode
-		summary      string
-		wantReadKeys map[int]string // optional: reads of a rank, pools only
+		topo     *topoBuilder
+		want     map[int]string
+		others   string
+		warnings []WarningCode
+		summary  string
 	}
 	cases := map[string]row{
 		"MHA TP1 none: rank 0 writes kv _0_k/_0_v": {

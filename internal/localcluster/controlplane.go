@@ -117,7 +117,7 @@ func (c *Cluster) newEnvironment(paths binPaths, opts Options, etcdLog, apiLog *
 	api := env.ControlPlane.GetAPIServer()
 	api.Path = paths.bin("kube-apiserver")
 	api.CertDir = certDir
-	api.SecurePort = ports[2]
+	api.SecureServing.Port = strconv.Itoa(ports[2])
 	api.SecureServing.Address = "127.0.0.1"
 	api.Out, api.Err = apiLog, apiLog
 	api.Configure().Set("service-cluster-ip-range", serviceCIDR)

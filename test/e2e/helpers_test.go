@@ -71,10 +71,6 @@ func update[T client.Object](t *testing.T, obj T, change func(T)) {
 	}
 }
 
-type conditioned interface {
-	client.Object
-}
-
 func conditionsOf(obj client.Object) []metav1.Condition {
 	switch o := obj.(type) {
 	case *hicachev1alpha1.HiCacheDeployment:

@@ -318,13 +318,13 @@ func startProcess(bin string, args []string, logPath string, ready chan<- string
 	if ready != nil {
 		if stdout, err = cmd.StdoutPipe(); err != nil {
 			cancel()
-			logFile.Close()
+			_ = logFile.Close()
 			return nil, err
 		}
 		// Kept open until stop: store.py exits when it closes, even if this process dies.
 		if p.stdin, err = cmd.StdinPipe(); err != nil {
 			cancel()
-			logFile.Close()
+			_ = logFile.Close()
 			return nil, err
 		}
 	} else {
@@ -332,7 +332,7 @@ func startProcess(bin string, args []string, logPath string, ready chan<- string
 	}
 	if err := cmd.Start(); err != nil {
 		cancel()
-		logFile.Close()
+		_ = logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
 	readerDone := make(chan struct{})
@@ -358,7 +358,7 @@ func startProcess(bin string, args []string, logPath string, ready chan<- string
 		// Wait closes the stdout pipe: read it to the end first.
 		<-readerDone
 		p.waitErr = cmd.Wait()
-		logFile.Close()
+		_ = logFile.Close()
 		close(p.done)
 	}()
 	return p, nil
@@ -408,7 +408,7 @@ func waitHealthy(adminURL string, p *process, timeout time.Duration) error {
 		resp, err := client.Get(adminURL + "/health")
 		if err == nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK && bytes.Contains(body, []byte(`"service_ready":true`)) {
 				return nil
 			}
