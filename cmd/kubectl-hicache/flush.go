@@ -115,6 +115,9 @@ func (o *flushOptions) spec(backend string, prefixSet, tenantSet bool) (hicachev
 		Reason:     o.reason,
 	}
 	switch {
+	case len(chosen) == 0 && o.cluster.namespace != "":
+		return spec, fmt.Errorf("say what to flush: --prefix NS (one L3 namespace), --all (the whole store) or --tenant T (one tenant); "+
+			"-n/--namespace %s is the Kubernetes namespace of the CacheBackend, the L3 namespace goes to --prefix", o.cluster.namespace)
 	case len(chosen) == 0:
 		return spec, errors.New("say what to flush: --prefix NS (one L3 namespace), --all (the whole store) or --tenant T (one tenant)")
 	case len(chosen) > 1:

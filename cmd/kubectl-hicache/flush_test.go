@@ -18,7 +18,9 @@ func TestFlushRefusesBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		"no scope":           {args: []string{"mooncake"}, want: "say what to flush: --prefix NS (one L3 namespace), --all (the whole store) or --tenant T (one tenant)"},
+		"no scope": {args: []string{"mooncake"}, want: "say what to flush: --prefix NS (one L3 namespace), --all (the whole store) or --tenant T (one tenant)"},
+		"L3 namespace as -n": {args: []string{"mooncake", "--namespace", "hc-4d9c4e519d"},
+			want: "say what to flush: --prefix NS (one L3 namespace), --all (the whole store) or --tenant T (one tenant); -n/--namespace hc-4d9c4e519d is the Kubernetes namespace of the CacheBackend, the L3 namespace goes to --prefix"},
 		"prefix and all":     {args: []string{"mooncake", "--prefix", "hc-1", "--all"}, want: "--prefix and --all cannot be combined: give exactly one of --prefix, --all and --tenant"},
 		"all and tenant":     {args: []string{"mooncake", "--all", "--tenant", "a"}, want: "--all and --tenant cannot be combined"},
 		"all three":          {args: []string{"mooncake", "--prefix", "hc-1", "--all", "--tenant", "a"}, want: "--prefix and --all and --tenant cannot be combined"},
