@@ -42,7 +42,7 @@ build: ## Build the manager and the kubectl plugin into bin/
 
 .PHONY: unit
 unit: ## Unit tests: pure logic, no cluster
-	go test -count=1 $$(go list ./... | grep -v -e /test/ -e /internal/localcluster -e /controllers)
+	go test -count=1 -skip '^TestCluster' $$(go list ./... | grep -v -e /test/ -e /internal/localcluster -e /cmd/localcluster -e /internal/mooncake)
 
 .PHONY: test
 test: ## Every test: unit, integration (real kube-apiserver, etcd, scheduler, kwok, Mooncake master), e2e

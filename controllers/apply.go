@@ -2,6 +2,9 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -21,6 +24,9 @@ type applier struct {
 // apply makes obj (a fully built desired object with TypeMeta set) so. existing is the current
 // object of the same type to compare against, or nil to compare against the cache.
 func (a applier) apply(ctx context.Context, obj client.Object, existing client.Object) (changed bool, err error) {
+	if err := stampAppliedHash(obj); err != nil {
+		return false, err
+	}
 	if existing != nil {
 		err := a.Get(ctx, client.ObjectKeyFromObject(obj), existing)
 		switch {
@@ -45,6 +51,28 @@ func (a applier) apply(ctx context.Context, obj client.Object, existing client.O
 		return false, fmt.Errorf("applying %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
 	}
 	return true, nil
+}
+
+// AnnotationAppliedHash is a hash of everything the operator applied to an object, so that a
+// value it stops setting (a flag, a ConfigMap key) is noticed as a change: a comparison of the
+// values it does set cannot see one that is gone.
+const AnnotationAppliedHash = "hicache.io/applied-hash"
+
+// stampAppliedHash sets AnnotationAppliedHash on a desired object.
+func stampAppliedHash(obj client.Object) error {
+	ann := obj.GetAnnotations()
+	delete(ann, AnnotationAppliedHash)
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(b)
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[AnnotationAppliedHash] = hex.EncodeToString(sum[:8])
+	obj.SetAnnotations(ann)
+	return nil
 }
 
 // derivative tells whether existing already holds every value desired sets: labels,

@@ -16,8 +16,10 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
@@ -46,13 +48,15 @@ const (
 	flushWaitInterval = 5 * time.Second
 )
 
+var errTenantsDisabled = errors.New("the backend is not multi-tenant")
+
 // finished tells whether a flush has reached an end: Complete, or Failed for good.
 func finished(cf *hicachev1alpha1.CacheFlush) bool {
 	if meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete) {
 		return true
 	}
 	c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionFailed)
-	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == hicachev1alpha1.ReasonKeysLeft
+	return c != nil && c.Status == metav1.ConditionTrue && (c.Reason == hicachev1alpha1.ReasonKeysLeft || c.Reason == hicachev1alpha1.ReasonInvalidScope)
 }
 
 // Reconcile runs one CacheFlush when its turn comes and nothing uses what it would remove.
@@ -132,16 +136,27 @@ func (r *CacheFlushReconciler) run(ctx context.Context, cf *hicachev1alpha1.Cach
 	if cf.Status.StartTime == nil {
 		cf.Status.StartTime = &now
 	}
-	// A new attempt starts unless one is still running (a Job that has not finished).
+	// A new attempt starts unless one is still running (a Job that has not finished): an
+	// attempt runs from here until it fails or its result is recorded.
 	running := false
 	if c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionComplete); c != nil && c.Reason == hicachev1alpha1.ReasonRunning {
 		running = !meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionFailed)
 	}
 	if !running {
 		cf.Status.Attempts++
+		if meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionFailed) != nil {
+			set(hicachev1alpha1.ConditionFailed, false, hicachev1alpha1.ReasonRunning, fmt.Sprintf("Attempt %d is running", cf.Status.Attempts))
+		}
 	}
 	set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonRunning, fmt.Sprintf("Attempt %d is running", cf.Status.Attempts))
 	removed, done, execErr := r.execute(ctx, cf, &cb, *ep, force)
+	if errors.Is(execErr, errTenantsDisabled) {
+		msg := fmt.Sprintf("CacheBackend %s is not multi-tenant: its master ignores a tenant and would remove every object, so a Tenant flush is refused; use scope Namespace or All", cb.Name)
+		set(hicachev1alpha1.ConditionFailed, true, hicachev1alpha1.ReasonInvalidScope, msg)
+		set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonInvalidScope, msg)
+		r.Recorder.Eventf(cf, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonInvalidScope, "Flush", "%s", msg)
+		return ctrl.Result{}, nil
+	}
 	if execErr != nil {
 		set(hicachev1alpha1.ConditionFailed, true, hicachev1alpha1.ReasonBackendUnreachable,
 			fmt.Sprintf("Attempt %d failed and is retried: %v", cf.Status.Attempts, execErr))
@@ -192,6 +207,9 @@ func (r *CacheFlushReconciler) execute(ctx context.Context, cf *hicachev1alpha1.
 		return n, err == nil, err
 	case hicachev1alpha1.FlushScopeTenant:
 		cf.Status.Method = "AdminAPI"
+		if cb.Spec.Mooncake == nil || !cb.Spec.Mooncake.MultiTenant {
+			return 0, false, reconcile.TerminalError(errTenantsDisabled)
+		}
 		n, err := r.Admin.RemoveAll(ctx, ep.AdminURL, force, cf.Spec.Tenant)
 		return n, err == nil, err
 	default:
@@ -232,35 +250,29 @@ func describeScope(cf *hicachev1alpha1.CacheFlush) string {
 	return "the whole store"
 }
 
-// firstInLine is the oldest unfinished flush of the same backend.
+// firstInLine names the flush of the same backend that holds the backend: one with an attempt
+// under way (started and not finished), else this one. Flushes that wait (for their namespace to
+// be free, for the backend) hold nothing, so one that cannot run never blocks the others.
 func (r *CacheFlushReconciler) firstInLine(ctx context.Context, cf *hicachev1alpha1.CacheFlush) (string, error) {
 	var list hicachev1alpha1.CacheFlushList
 	if err := r.List(ctx, &list, client.InNamespace(cf.Namespace), client.MatchingFields{flushBackendIndex: cf.Spec.BackendRef.Name}); err != nil {
 		return "", err
 	}
-	var pending []*hicachev1alpha1.CacheFlush
+	var holders []*hicachev1alpha1.CacheFlush
 	for i := range list.Items {
-		if !finished(&list.Items[i]) && list.Items[i].DeletionTimestamp.IsZero() {
-			pending = append(pending, &list.Items[i])
+		o := &list.Items[i]
+		if o.Name == cf.Name || finished(o) || !o.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if c := meta.FindStatusCondition(o.Status.Conditions, hicachev1alpha1.ConditionComplete); c != nil && c.Reason == hicachev1alpha1.ReasonRunning {
+			holders = append(holders, o)
 		}
 	}
-	if len(pending) == 0 {
+	if len(holders) == 0 {
 		return cf.Name, nil
 	}
-	sort.Slice(pending, func(i, j int) bool {
-		a, b := pending[i], pending[j]
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		return a.Name < b.Name
-	})
-	// A flush already running keeps its turn.
-	for _, p := range pending {
-		if p.Status.Attempts > 0 {
-			return p.Name, nil
-		}
-	}
-	return pending[0].Name, nil
+	sort.Slice(holders, func(i, j int) bool { return holders[i].Name < holders[j].Name })
+	return holders[0].Name, nil
 }
 
 // namespaceUser names what still uses a flush's namespace: a serving pod labelled with it, or a
@@ -309,23 +321,23 @@ func (r *CacheFlushReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// A flush that finishes lets the next of its backend go.
 	sameBackend := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		cf := o.(*hicachev1alpha1.CacheFlush)
-		if !finished(cf) {
-			return nil
-		}
 		var list hicachev1alpha1.CacheFlushList
 		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(cf.Namespace), client.MatchingFields{flushBackendIndex: cf.Spec.BackendRef.Name}); err != nil {
 			return nil
 		}
 		var reqs []reconcile.Request
 		for i := range list.Items {
-			if !finished(&list.Items[i]) {
+			if !finished(&list.Items[i]) && list.Items[i].Name != cf.Name {
 				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 			}
 		}
 		return reqs
 	})
+	// The spec is immutable: only a new flush bumps a generation. A flush's own status writes do
+	// not wake it, so a failing attempt is retried with the controller's backoff rather than at
+	// once; other flushes of its backend are woken by its changes.
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&hicachev1alpha1.CacheFlush{}).
+		For(&hicachev1alpha1.CacheFlush{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{}).
 		Watches(&hicachev1alpha1.CacheFlush{}, sameBackend).
 		Named("cacheflush").

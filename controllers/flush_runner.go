@@ -46,8 +46,11 @@ type JobFlusher struct {
 	Client client.Client
 }
 
-// jobName is the Job of one attempt of a flush.
-func jobName(cf string, attempt int32) string { return fmt.Sprintf("%s-flush-%d", cf, attempt) }
+// jobName is the Job of one attempt of a flush: a DNS label of at most 63 characters, since the
+// Job's name is also a label value of its pods.
+func jobName(cf string, attempt int32) string {
+	return boundedName(fmt.Sprintf("%s-%d", cf, attempt), 63)
+}
 
 // buildFlushJob is the Job that runs flush.py once.
 func buildFlushJob(req NamespaceFlushRequest) *batchv1.Job {
@@ -83,7 +86,8 @@ func buildFlushJob(req NamespaceFlushRequest) *batchv1.Job {
 						Env: []corev1.EnvVar{
 							{Name: "FLUSH_SCRIPT", Value: flushjob.Script},
 							{Name: flushjob.EnvMaster, Value: req.Endpoints.RPCAddress},
-							{Name: flushjob.EnvAdminURL, Value: req.Endpoints.AdminURL},
+							// No admin URL: the operator counts what is left itself, and the
+							// backend's NetworkPolicy admits only the operator to the admin port.
 							{Name: flushjob.EnvMetadataServer, Value: req.Endpoints.MetadataServer},
 							{Name: flushjob.EnvPrefix, Value: req.Prefix},
 							{Name: flushjob.EnvForce, Value: strconv.FormatBool(req.Force)},

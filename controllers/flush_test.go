@@ -38,8 +38,8 @@ func TestBuildFlushJob(t *testing.T) {
 	}
 	job := buildFlushJob(req)
 
-	if job.Name != "old-layout-flush-2" || job.Namespace != "default" {
-		t.Errorf("job %s/%s, want default/old-layout-flush-2 (one Job per attempt)", job.Namespace, job.Name)
+	if job.Name != "old-layout-2" || job.Namespace != "default" {
+		t.Errorf("job %s/%s, want default/old-layout-2 (one Job per attempt)", job.Namespace, job.Name)
 	}
 	if o := job.OwnerReferences; len(o) != 1 || o[0].Kind != "CacheFlush" || o[0].UID != cf.UID || !ptr.Deref(o[0].Controller, false) {
 		t.Errorf("owner references %+v, want the CacheFlush as controller", o)
@@ -74,9 +74,14 @@ func TestBuildFlushJob(t *testing.T) {
 		t.Errorf("image = %q", c.Image)
 	}
 	wantEnv := map[string]string{
-		"FLUSH_SCRIPT": flushjob.Script, flushjob.EnvMaster: "m:50051", flushjob.EnvAdminURL: "http://m:9003",
+		"FLUSH_SCRIPT": flushjob.Script, flushjob.EnvMaster: "m:50051",
 		flushjob.EnvMetadataServer: "P2PHANDSHAKE", flushjob.EnvPrefix: "hc-0123456789_", flushjob.EnvForce: "false",
 		flushjob.EnvLocalHostname: "$(POD_IP)",
+	}
+	// The admin port is the operator's alone (the backend's NetworkPolicy): the Job is not
+	// pointed at it, and the operator counts what is left itself.
+	if e, ok := envValue(c.Env, flushjob.EnvAdminURL); ok {
+		t.Errorf("the flush Job is given %s=%q, which its NetworkPolicy does not let it reach", flushjob.EnvAdminURL, e.Value)
 	}
 	for name, want := range wantEnv {
 		if e, ok := envValue(c.Env, name); !ok || e.Value != want {
@@ -223,49 +228,56 @@ func TestScopePrefixAndDescription(t *testing.T) {
 
 func TestFlushName(t *testing.T) {
 	cases := map[string]struct {
-		hcd, namespace, layout string
-		want                   string
+		hcd, namespace string
+		generation     int64
+		want           string
 	}{
-		"a stale namespace":            {hcd: "qwen3", namespace: "hc-0123456789", want: "qwen3-flush-hc-0123456789"},
-		"a fixed namespace and layout": {hcd: "qwen3", namespace: "team", layout: "abcdef0123", want: "qwen3-flush-team-abcdef0123"},
+		"a stale namespace":        {hcd: "qwen3", namespace: "hc-0123456789", generation: 2, want: "qwen3-flush-hc-0123456789-g2"},
+		"a fixed namespace, later": {hcd: "qwen3", namespace: "team", generation: 7, want: "qwen3-flush-team-g7"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := flushName(tc.hcd, tc.namespace, tc.layout)
+			got := flushName(tc.hcd, tc.namespace, tc.generation)
 			if got != tc.want {
 				t.Errorf("flushName = %q, want %q", got, tc.want)
 			}
-			if again := flushName(tc.hcd, tc.namespace, tc.layout); again != got {
+			if again := flushName(tc.hcd, tc.namespace, tc.generation); again != got {
 				t.Errorf("flushName is not deterministic: %q then %q", got, again)
 			}
 		})
 	}
-	// Distinct inputs give distinct names.
-	if flushName("a", "hc-1", "") == flushName("a", "hc-2", "") || flushName("a", "ns", "l1") == flushName("a", "ns", "l2") {
+	// Distinct inputs give distinct names: another namespace, or a later change of the spec (a
+	// namespace that goes stale again is flushed again).
+	if flushName("a", "hc-1", 1) == flushName("a", "hc-2", 1) || flushName("a", "ns", 1) == flushName("a", "ns", 2) {
 		t.Error("two flushes of one deployment share a name")
 	}
 	// The name stays a valid object name whatever the length of the deployment's name.
 	long := strings.Repeat("d", 253)
-	got := flushName(long, "hc-0123456789", "abcdef0123")
+	got := flushName(long, "hc-0123456789", 3)
 	if len(got) > 253 {
 		t.Errorf("flushName has %d characters, over 253", len(got))
 	}
 	if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
 		t.Errorf("flushName %q is not a valid name: %v", got, errs)
 	}
-	if strings.HasSuffix(got, "-") {
-		t.Errorf("flushName %q ends with a dash", got)
+	// Cut names of two namespaces stay distinct.
+	if flushName(long, "hc-0000000001", 1) == flushName(long, "hc-0000000002", 1) {
+		t.Error("two cut flush names collide")
 	}
-	// A cut that lands on a dash does not leave it.
-	cut := flushName(strings.Repeat("d", 253-len("-flush-x")-1), "x", "y")
-	if strings.HasSuffix(cut, "-") || len(cut) > 253 {
-		t.Errorf("flushName cut at a dash = %q", cut)
+	// A flush's Job name is a label value (63 characters at most) whatever the flush's name.
+	for _, cf := range []string{flushName("kimi-k2-instruct-eagle3-production-a", "hc-0123456789", 12), got} {
+		if errs := validation.IsDNS1123Label(jobName(cf, 1)); len(errs) > 0 {
+			t.Errorf("Job %q of CacheFlush %q: %v", jobName(cf, 1), cf, errs)
+		}
+	}
+	if jobName(got, 1) == jobName(got, 2) {
+		t.Error("two attempts of a flush share a Job name")
 	}
 }
 
 func TestBuildFlush(t *testing.T) {
 	h := makeHCD("q").TP(4).Storage("mooncake").Obj()
-	cf := buildFlush(h, "q-flush-hc-1", "hc-1", strings.Repeat("x", 2000))
+	cf := buildFlush(h, "q-flush-hc-1", "mooncake", "hc-1", strings.Repeat("x", 2000))
 	if cf.Namespace != "default" || cf.Spec.BackendRef.Name != "mooncake" || cf.Spec.Scope != hicachev1alpha1.FlushScopeNamespace || cf.Spec.Namespace != "hc-1" {
 		t.Errorf("flush %s/%s of %s %s %s", cf.Namespace, cf.Name, cf.Spec.BackendRef.Name, cf.Spec.Scope, cf.Spec.Namespace)
 	}

@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -24,22 +26,26 @@ func fixedLayoutChange(hcd *hicachev1alpha1.HiCacheDeployment, res *resolve.Reso
 		old != nil && old.LayoutHash != "" && old.LayoutHash != res.Fingerprint && old.Namespace == res.Namespace
 }
 
-// flushName is the CacheFlush a deployment creates for one namespace (and, with the Fixed
-// strategy, one old layout): a deterministic name, so a repeated reconcile never creates a
-// second one.
-func flushName(hcd, namespace, layout string) string {
-	name := hcd + "-flush-" + namespace
-	if layout != "" {
-		name += "-" + layout
-	}
-	if len(name) > 253 {
-		name = name[:253]
-	}
-	return strings.TrimRight(name, "-")
+// flushName is the CacheFlush a deployment creates for one stale namespace at one generation of
+// its spec: deterministic, so a repeated reconcile never creates a second one, and new for every
+// later change, so a namespace that goes stale again is flushed again.
+func flushName(hcd, namespace string, generation int64) string {
+	return boundedName(fmt.Sprintf("%s-flush-%s-g%d", hcd, namespace, generation), 253)
 }
 
-// buildFlush is a namespace flush owned by the deployment.
-func buildFlush(hcd *hicachev1alpha1.HiCacheDeployment, name, namespace, reason string) *hicachev1alpha1.CacheFlush {
+// boundedName cuts a name to max characters, replacing the cut part by a hash of the whole so
+// that two long names stay distinct.
+func boundedName(name string, max int) string {
+	if len(name) <= max {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	suffix := "-" + hex.EncodeToString(sum[:])[:10]
+	return strings.TrimRight(name[:max-len(suffix)], "-.") + suffix
+}
+
+// buildFlush is a flush of one namespace of a backend, owned by the deployment.
+func buildFlush(hcd *hicachev1alpha1.HiCacheDeployment, name, backend, namespace, reason string) *hicachev1alpha1.CacheFlush {
 	return &hicachev1alpha1.CacheFlush{
 		TypeMeta: metav1.TypeMeta{APIVersion: hicachev1alpha1.GroupVersion.String(), Kind: "CacheFlush"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -47,7 +53,7 @@ func buildFlush(hcd *hicachev1alpha1.HiCacheDeployment, name, namespace, reason 
 			OwnerReferences: []metav1.OwnerReference{ownerRef(hcd)},
 		},
 		Spec: hicachev1alpha1.CacheFlushSpec{
-			BackendRef: hicachev1alpha1.LocalObjectReference{Name: hcd.Spec.Storage.BackendRef.Name},
+			BackendRef: hicachev1alpha1.LocalObjectReference{Name: backend},
 			Scope:      hicachev1alpha1.FlushScopeNamespace,
 			Namespace:  namespace,
 			Force:      ptr.To(true),
@@ -105,7 +111,7 @@ func (r *HiCacheDeploymentReconciler) drainAndFlush(ctx context.Context, hcd *hi
 		return nil
 	}
 	// 2. Flush the namespace, once.
-	cf, err := r.createFlush(ctx, buildFlush(hcd, flushName(hcd.Name, ns, old.ShortHash), ns,
+	cf, err := r.createFlush(ctx, buildFlush(hcd, flushName(hcd.Name, ns, hcd.Generation), hcd.Spec.Storage.BackendRef.Name, ns,
 		fmt.Sprintf("Layout of %s changed from %s to %s under the fixed namespace %s", hcd.Name, old.ShortHash, obs.resolved.ShortHash, ns)))
 	if err != nil {
 		return err
@@ -134,10 +140,13 @@ func (r *HiCacheDeploymentReconciler) reconcileStaleNamespaces(ctx context.Conte
 	if cs == nil || len(cs.StaleNamespaces) == 0 || hcd.Spec.Storage == nil {
 		return nil
 	}
-	backend := hcd.Spec.Storage.BackendRef.Name
 	keep := cs.StaleNamespaces[:0:0]
 	for _, s := range cs.StaleNamespaces {
 		s.BlockedBy = ""
+		backend := s.Backend
+		if backend == "" {
+			backend = hcd.Spec.Storage.BackendRef.Name
+		}
 		if s.Flush != "" {
 			var cf hicachev1alpha1.CacheFlush
 			err := r.Get(ctx, client.ObjectKey{Namespace: hcd.Namespace, Name: s.Flush}, &cf)
@@ -158,7 +167,7 @@ func (r *HiCacheDeploymentReconciler) reconcileStaleNamespaces(ctx context.Conte
 			}
 		}
 		if hcd.Spec.Storage.FlushPolicy == hicachev1alpha1.FlushManual {
-			s.BlockedBy = fmt.Sprintf("flushPolicy is Manual: run kubectl hicache flush %s --namespace %s", backend, s.Namespace)
+			s.BlockedBy = fmt.Sprintf("flushPolicy is Manual: run kubectl hicache flush %s --prefix %s", backend, s.Namespace)
 			keep = append(keep, s)
 			continue
 		}
@@ -171,7 +180,7 @@ func (r *HiCacheDeploymentReconciler) reconcileStaleNamespaces(ctx context.Conte
 			keep = append(keep, s)
 			continue
 		}
-		cf, err := r.createFlush(ctx, buildFlush(hcd, flushName(hcd.Name, s.Namespace, ""), s.Namespace,
+		cf, err := r.createFlush(ctx, buildFlush(hcd, flushName(hcd.Name, s.Namespace, hcd.Generation), backend, s.Namespace,
 			fmt.Sprintf("%s moved from layout %s (namespace %s) to %s (namespace %s); nothing uses the old namespace any more",
 				hcd.Name, s.LayoutHash, s.Namespace, obs.resolved.ShortHash, obs.resolved.Namespace)))
 		if err != nil {

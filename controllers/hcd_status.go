@@ -72,6 +72,11 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 	case obs.backendErr != nil && len(obs.groups) == 0:
 		set(hicachev1alpha1.ConditionReady, metav1.ConditionFalse, obs.backendErr.reason, obs.backendErr.message)
 		set(hicachev1alpha1.ConditionProgressing, metav1.ConditionFalse, obs.backendErr.reason, "Waiting for the cache backend before creating serving groups")
+	case obs.backendErr != nil:
+		// Running groups keep serving; nothing is changed until the backend is back.
+		setReady(set, st, desiredGroups)
+		set(hicachev1alpha1.ConditionProgressing, metav1.ConditionFalse, obs.backendErr.reason,
+			"The cache backend is not ready: running serving groups keep serving, and changes wait until it is")
 	case obs.applyErr != nil:
 		set(hicachev1alpha1.ConditionProgressing, metav1.ConditionFalse, hicachev1alpha1.ReasonReconcileError, obs.applyErr.Error())
 		setReady(set, st, desiredGroups)
@@ -136,7 +141,7 @@ func countGroups(st *hicachev1alpha1.HiCacheDeploymentStatus, obs *observed, des
 		if slicesContains(obs.rolling, g) || slicesContains(obs.recreated, g) {
 			continue
 		}
-		if groupReady(grp, nodes) {
+		if groupReady(grp, grp.size()) {
 			ready++
 		}
 		if hash, ok := obs.desired[g]; ok && groupCurrent(grp, hash) && len(grp.pods) == nodes {
@@ -191,6 +196,8 @@ func cacheStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicache
 	cs := &hicachev1alpha1.CacheStatus{LayoutHash: res.Fingerprint, ShortHash: res.ShortHash, Namespace: res.Namespace}
 	if hcd.Spec.Storage == nil {
 		cs.Namespace = ""
+	} else {
+		cs.Backend = hcd.Spec.Storage.BackendRef.Name
 	}
 	facts := res.FactList()
 	if len(facts) > 64 {
@@ -203,13 +210,21 @@ func cacheStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicache
 	if old != nil {
 		cs.StaleNamespaces = append(cs.StaleNamespaces, old.StaleNamespaces...)
 		cs.LastFlush = old.LastFlush
-		if old.Namespace != "" && old.Namespace != cs.Namespace && !hasStale(cs.StaleNamespaces, old.Namespace) {
+		oldBackend := old.Backend
+		if oldBackend == "" {
+			oldBackend = cs.Backend
+		}
+		// The old namespace is stale when the layout moved away from it, or when the writers
+		// moved to another backend (the old one keeps the objects).
+		if old.Namespace != "" && (old.Namespace != cs.Namespace || oldBackend != cs.Backend) && !hasStale(cs.StaleNamespaces, old.Namespace, oldBackend) {
 			cs.StaleNamespaces = append(cs.StaleNamespaces, hicachev1alpha1.StaleNamespace{
-				Namespace: old.Namespace, LayoutHash: old.ShortHash, Since: obs.now})
+				Namespace: old.Namespace, Backend: oldBackend, LayoutHash: old.ShortHash, Since: obs.now})
 		}
 	}
 	// A namespace the current layout writes again is not stale.
-	cs.StaleNamespaces = filterStale(cs.StaleNamespaces, func(s hicachev1alpha1.StaleNamespace) bool { return s.Namespace != cs.Namespace })
+	cs.StaleNamespaces = filterStale(cs.StaleNamespaces, func(s hicachev1alpha1.StaleNamespace) bool {
+		return s.Namespace != cs.Namespace || (s.Backend != "" && s.Backend != cs.Backend)
+	})
 	if len(cs.StaleNamespaces) > 32 {
 		cs.StaleNamespaces = cs.StaleNamespaces[len(cs.StaleNamespaces)-32:]
 	}
@@ -219,9 +234,9 @@ func cacheStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicache
 	return cs
 }
 
-func hasStale(list []hicachev1alpha1.StaleNamespace, ns string) bool {
+func hasStale(list []hicachev1alpha1.StaleNamespace, ns, backend string) bool {
 	for _, s := range list {
-		if s.Namespace == ns {
+		if s.Namespace == ns && (s.Backend == "" || s.Backend == backend) {
 			return true
 		}
 	}

@@ -310,6 +310,12 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 	}
 }
 
+// sized sets the number of ranks a group's StatefulSet runs.
+func sized(g *group, n int32) *group {
+	g.sts.Spec.Replicas = &n
+	return g
+}
+
 func TestCountGroups(t *testing.T) {
 	h := makeHCD("d").Profile("DeepSeekV4").TP(16).Replicas(3).Obj()
 	r := mustResolve(t, h)
@@ -332,7 +338,7 @@ func TestCountGroups(t *testing.T) {
 			groups: []*group{full(0, "h"), full(1, "h")}, recreated: []int{0}, want: [3]int32{2, 1, 1},
 		},
 		"a group missing a rank is not updated": {
-			groups: []*group{groupOf(0, "h", "", makePod("g0", 0).Ready().Hash("h").Obj())}, want: [3]int32{1, 0, 0},
+			groups: []*group{sized(groupOf(0, "h", "", makePod("g0", 0).Ready().Hash("h").Obj()), 2)}, want: [3]int32{1, 0, 0},
 		},
 		"an old template is ready but not updated": {
 			groups: []*group{full(0, "old")}, want: [3]int32{1, 1, 0},
@@ -417,7 +423,7 @@ func TestCacheStatus(t *testing.T) {
 	earlier := metav1.NewTime(t0.Add(-time.Hour))
 	flush := &hicachev1alpha1.FlushRecord{Name: "q-flush-hc-x", Namespace: "hc-x", Removed: 7}
 	current := func(r *resolve.Resolved) *hicachev1alpha1.CacheStatus {
-		return &hicachev1alpha1.CacheStatus{LayoutHash: r.Fingerprint, ShortHash: r.ShortHash, Namespace: r.Namespace, Facts: r.FactList()}
+		return &hicachev1alpha1.CacheStatus{LayoutHash: r.Fingerprint, ShortHash: r.ShortHash, Namespace: r.Namespace, Backend: "mc", Facts: r.FactList()}
 	}
 	cases := map[string]struct {
 		hcd  *hicachev1alpha1.HiCacheDeployment
@@ -431,7 +437,7 @@ func TestCacheStatus(t *testing.T) {
 			hcd: makeHCD("q").TP(4).Obj(),
 			want: func() *hicachev1alpha1.CacheStatus {
 				cs := current(r1)
-				cs.Namespace = ""
+				cs.Namespace, cs.Backend = "", ""
 				return cs
 			},
 		},
@@ -441,27 +447,27 @@ func TestCacheStatus(t *testing.T) {
 			want: func() *hicachev1alpha1.CacheStatus {
 				cs := current(r2)
 				cs.LastFlush = flush
-				cs.StaleNamespaces = []hicachev1alpha1.StaleNamespace{{Namespace: r1.Namespace, LayoutHash: r1.ShortHash, Since: t0}}
+				cs.StaleNamespaces = []hicachev1alpha1.StaleNamespace{{Namespace: r1.Namespace, Backend: "mc", LayoutHash: r1.ShortHash, Since: t0}}
 				return cs
 			},
 		},
 		"a stale namespace is recorded once": {
 			hcd: makeHCD("q").TP(4).KVDType("fp8_e4m3").Storage("mc").Cache(&hicachev1alpha1.CacheStatus{
 				LayoutHash: r2.Fingerprint, ShortHash: r2.ShortHash, Namespace: r2.Namespace,
-				StaleNamespaces: []hicachev1alpha1.StaleNamespace{{Namespace: r1.Namespace, LayoutHash: r1.ShortHash, Since: earlier, Flush: "f"}}}).Obj(),
+				StaleNamespaces: []hicachev1alpha1.StaleNamespace{{Namespace: r1.Namespace, Backend: "mc", LayoutHash: r1.ShortHash, Since: earlier, Flush: "f"}}}).Obj(),
 			want: func() *hicachev1alpha1.CacheStatus {
 				cs := current(r2)
-				cs.StaleNamespaces = []hicachev1alpha1.StaleNamespace{{Namespace: r1.Namespace, LayoutHash: r1.ShortHash, Since: earlier, Flush: "f"}}
+				cs.StaleNamespaces = []hicachev1alpha1.StaleNamespace{{Namespace: r1.Namespace, Backend: "mc", LayoutHash: r1.ShortHash, Since: earlier, Flush: "f"}}
 				return cs
 			},
 		},
 		"back to a stale namespace: it is current again": {
 			hcd: base.DeepCopyCache(&hicachev1alpha1.CacheStatus{
 				LayoutHash: r2.Fingerprint, ShortHash: r2.ShortHash, Namespace: r2.Namespace,
-				StaleNamespaces: []hicachev1alpha1.StaleNamespace{{Namespace: r1.Namespace, LayoutHash: r1.ShortHash, Since: earlier}}}),
+				StaleNamespaces: []hicachev1alpha1.StaleNamespace{{Namespace: r1.Namespace, Backend: "mc", LayoutHash: r1.ShortHash, Since: earlier}}}),
 			want: func() *hicachev1alpha1.CacheStatus {
 				cs := current(r1)
-				cs.StaleNamespaces = []hicachev1alpha1.StaleNamespace{{Namespace: r2.Namespace, LayoutHash: r2.ShortHash, Since: t0}}
+				cs.StaleNamespaces = []hicachev1alpha1.StaleNamespace{{Namespace: r2.Namespace, Backend: "mc", LayoutHash: r2.ShortHash, Since: t0}}
 				return cs
 			},
 		},
@@ -478,7 +484,7 @@ func TestCacheStatus(t *testing.T) {
 			want: func() *hicachev1alpha1.CacheStatus {
 				cs := current(r1)
 				cs.Namespace = "team-b"
-				cs.StaleNamespaces = []hicachev1alpha1.StaleNamespace{{Namespace: "team-a", LayoutHash: r1.ShortHash, Since: t0}}
+				cs.StaleNamespaces = []hicachev1alpha1.StaleNamespace{{Namespace: "team-a", Backend: "mc", LayoutHash: r1.ShortHash, Since: t0}}
 				return cs
 			},
 		},

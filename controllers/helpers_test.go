@@ -198,7 +198,8 @@ func (b *podBuilder) Obj() corev1.Pod { return *b.p.DeepCopy() }
 // annotation members, if any) and its pods.
 func groupOf(index int, hash, members string, pods ...corev1.Pod) *group {
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{
-		Name: "g" + strconv.Itoa(index), Namespace: "default", Annotations: map[string]string{AnnotationTemplateHash: hash}}}
+		Name: "g" + strconv.Itoa(index), Namespace: "default", Annotations: map[string]string{AnnotationTemplateHash: hash}},
+		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(len(pods)))}}
 	if members != "" {
 		sts.Annotations[AnnotationMembers] = members
 	}

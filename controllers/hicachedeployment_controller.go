@@ -257,7 +257,7 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 		budget = 1
 	}
 	for _, grp := range obs.groups {
-		if grp.index < res.Replicas && !groupReady(grp, res.Nodes) {
+		if grp.index < res.Replicas && !groupReady(grp, grp.size()) {
 			budget--
 		}
 	}
@@ -276,7 +276,7 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 		case grp.sts.Annotations[AnnotationTemplateHash] != obs.desired[g]:
 			// An outdated group rolls only within the budget of unavailable groups; one that is
 			// already down rolls at once.
-			if groupReady(grp, res.Nodes) {
+			if groupReady(grp, grp.size()) {
 				if budget <= 0 {
 					continue
 				}
@@ -367,6 +367,15 @@ func (r *HiCacheDeploymentReconciler) setMembers(ctx context.Context, sts *appsv
 		sts.Annotations[AnnotationMembers] = members
 	}
 	return r.Patch(ctx, sts, patch, client.FieldOwner(FieldOwner+"-members"))
+}
+
+// size is the number of ranks (pods) the group's StatefulSet runs: a group keeps the shape it was
+// created with until it is replaced.
+func (g *group) size() int {
+	if g.sts.Spec.Replicas == nil {
+		return 1
+	}
+	return int(*g.sts.Spec.Replicas)
 }
 
 // groupReady: every rank exists, runs and is ready.

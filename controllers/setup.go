@@ -12,8 +12,11 @@ import (
 
 // Defaults for images a spec may leave empty.
 const (
-	DefaultSGLangImage   = "lmsysorg/sglang:v0.5.6"
-	DefaultMooncakeImage = "hicache/mooncake:0.3.7"
+	// DefaultSGLangImage runs the SGLang release the rendered command lines are checked against.
+	DefaultSGLangImage = "lmsysorg/sglang:v0.5.23"
+	// DefaultMooncakeImage carries mooncake_master, mooncake_store_service and the Python client
+	// at the release the admin client is tested against (images/mooncake/Dockerfile).
+	DefaultMooncakeImage = "ghcr.io/hicache-io/mooncake:0.3.13.post1"
 )
 
 // FieldOwner is the server-side apply field manager of everything the operator writes.

@@ -74,6 +74,7 @@ const (
 	ReasonKeysLeft           = "KeysLeft"
 	ReasonBackendUnreachable = "BackendUnreachable"
 	ReasonJobFailed          = "JobFailed"
+	ReasonInvalidScope       = "InvalidScope"
 )
 
 // CacheFlushStatus is the observed state of a CacheFlush.

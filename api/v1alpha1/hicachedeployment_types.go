@@ -548,6 +548,11 @@ type CacheStatus struct {
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 
+	// backend is the CacheBackend the current generation writes to.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Backend string `json:"backend,omitempty"`
+
 	// facts are the layout facts behind the fingerprint, "name=value".
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=256
@@ -555,10 +560,10 @@ type CacheStatus struct {
 	// +optional
 	Facts []string `json:"facts,omitempty"`
 
-	// staleNamespaces are namespaces written under an older layout, awaiting a flush.
+	// staleNamespaces are namespaces written under an older layout (or on an older backend),
+	// awaiting a flush.
 	// +kubebuilder:validation:MaxItems=32
-	// +listType=map
-	// +listMapKey=namespace
+	// +listType=atomic
 	// +optional
 	StaleNamespaces []StaleNamespace `json:"staleNamespaces,omitempty"`
 
@@ -573,6 +578,11 @@ type StaleNamespace struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +required
 	Namespace string `json:"namespace"`
+
+	// backend is the CacheBackend that holds it.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Backend string `json:"backend,omitempty"`
 
 	// layoutHash is the short fingerprint of the layout it was written under.
 	// +kubebuilder:validation:MaxLength=16
@@ -645,6 +655,7 @@ type PlanStatus struct {
 
 // HiCacheDeployment runs SGLang serving groups with a hierarchical KV cache whose L3 objects are
 // kept correct across layout changes.
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 40 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label (lowercase letters, digits and '-', starting with a letter) of at most 40 characters: it names the Services, StatefulSets and pods of the serving groups"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector

@@ -6,6 +6,9 @@ package resolve
 
 import (
 	"fmt"
+	"math"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -42,9 +45,16 @@ type Resolved struct {
 type FieldError struct {
 	Field   string
 	Message string
+	// plain messages name their fields themselves.
+	plain bool
 }
 
-func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+func (e *FieldError) Error() string {
+	if e.plain {
+		return e.Message
+	}
+	return e.Field + ": " + e.Message
+}
 
 // UnknownProfileError is a profile the operator does not know.
 type UnknownProfileError struct{ Name string }
@@ -56,6 +66,9 @@ func (e *UnknownProfileError) Error() string {
 // Resolve decides the topology, plan, layout and group shape of a HiCacheDeployment.
 func Resolve(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 	spec := &hcd.Spec
+	if err := checkNames(hcd); err != nil {
+		return nil, err
+	}
 	if spec.Profile != "" {
 		if _, ok := cache.LookupProfile(string(spec.Profile)); !ok {
 			return nil, &UnknownProfileError{Name: string(spec.Profile)}
@@ -63,11 +76,14 @@ func Resolve(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 	}
 	topo, err := cache.ResolveTopology(string(spec.Profile), explicitTopology(spec))
 	if err != nil {
-		return nil, &FieldError{Field: "spec.topology", Message: err.Error()}
+		return nil, topologyError(err)
 	}
 	plan, err := cache.Plan(topo)
 	if err != nil {
-		return nil, &FieldError{Field: "spec.topology", Message: err.Error()}
+		return nil, topologyError(err)
+	}
+	if spec.Storage != nil && spec.Storage.NamespaceStrategy == hicachev1alpha1.NamespaceFixed && spec.Storage.Namespace == "" {
+		return nil, &FieldError{Field: "spec.storage.namespace", Message: "is required with the Fixed namespace strategy: without it every deployment on the store would share bare keys"}
 	}
 	settings, err := Settings(spec)
 	if err != nil {
@@ -96,6 +112,32 @@ func Resolve(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 	return r, nil
 }
 
+// MaxNameLength bounds a HiCacheDeployment's name: it names Services (DNS labels) and the
+// StatefulSet of each group, whose pods carry a controller-revision-hash label of the
+// StatefulSet's name plus 11 characters (at most 63).
+const MaxNameLength = 40
+
+// ReservedEnv are the container variables the operator sets itself.
+var ReservedEnv = []string{"POD_IP", "NODE_RANK"}
+
+// checkNames refuses names the API server would refuse only in the middle of applying children,
+// and user variables that clash with the operator's.
+func checkNames(hcd *hicachev1alpha1.HiCacheDeployment) error {
+	if n := hcd.Name; n != "" && (len(n) > MaxNameLength || !dnsLabel.MatchString(n)) {
+		return &FieldError{Field: "metadata.name", Message: fmt.Sprintf(
+			"%q must be a DNS label (lowercase letters, digits and '-', starting with a letter) of at most %d characters: it names the Services, StatefulSets and pods of the serving groups", n, MaxNameLength)}
+	}
+	for i, e := range hcd.Spec.Template.Env {
+		if slices.Contains(ReservedEnv, e.Name) || strings.HasPrefix(e.Name, "MOONCAKE_") {
+			return &FieldError{Field: fmt.Sprintf("spec.template.env[%d]", i), Message: fmt.Sprintf(
+				"%s is set by the operator (POD_IP, NODE_RANK and MOONCAKE_* come from the topology and the CacheBackend); remove it", e.Name)}
+		}
+	}
+	return nil
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+
 // shape computes the GPUs and pods of one serving group.
 func (r *Resolved) shape(t hicachev1alpha1.TopologySpec) error {
 	tp, pp, dp := max(int(t.TensorParallel), 1), max(int(t.PipelineParallel), 1), max(int(t.DataParallel), 1)
@@ -113,12 +155,30 @@ func (r *Resolved) shape(t hicachev1alpha1.TopologySpec) error {
 		return nil
 	}
 	if gpus%perNode != 0 {
+		product := fmt.Sprintf("tensorParallel %d x pipelineParallel %d x dataParallel %d", tp, pp, dp)
+		if t.DPAttention {
+			product = fmt.Sprintf("tensorParallel %d x pipelineParallel %d; attention data parallelism splits them", tp, pp)
+		}
 		return &FieldError{Field: "spec.topology", Message: fmt.Sprintf(
-			"a serving group needs %d GPUs (tensorParallel %d x pipelineParallel %d x dataParallel %d), which is not a whole number of %d-GPU nodes",
-			gpus, tp, pp, dp, perNode)}
+			"a serving group needs %d GPUs (%s), which is not a whole number of %d-GPU nodes", gpus, product, perNode)}
 	}
 	r.Nodes, r.GPUsPerPod = gpus/perNode, perNode
 	return nil
+}
+
+// topologyError names the API's fields in an error of the cache model, whose field names are
+// its own (topology.draft.hostPoolKind is spec.topology.draft.hostPool, ...).
+func topologyError(err error) error {
+	msg := strings.NewReplacer(
+		"set topology.draft.placement (and packedLayers or hostPoolKind and pools) explicitly",
+		"set spec.topology.draft.packedLayers explicitly (above 0: packed into the target's pools; 0: a sidecar draft, with spec.topology.draft.hostPool)",
+		"topology.draft.hostPoolKind", "spec.topology.draft.hostPool",
+		"topology.draft.placement", "spec.topology.draft.packedLayers",
+		"Packed for", "packed layers for",
+		"is a Sidecar draft", "is a sidecar draft (spec.topology.draft.packedLayers: 0)",
+		"topology.", "spec.topology.",
+	).Replace(err.Error())
+	return &FieldError{Field: "spec.topology", Message: msg, plain: true}
 }
 
 // explicitTopology is the part of the topology the spec sets; ResolveTopology fills the rest
@@ -151,10 +211,29 @@ func explicitTopology(spec *hicachev1alpha1.HiCacheDeploymentSpec) cache.Topolog
 				out.Draft.Placement = cache.DraftPlacementPacked
 			} else {
 				out.Draft.Placement = cache.DraftPlacementSidecar
+				// The API has no field for a sidecar draft's pools: it keeps its own KV pool,
+				// shaped like the profile says when the profile knows it as a sidecar.
+				if lay, ok := profileDraft(spec, d.Algorithm); !ok || lay.Placement != cache.DraftPlacementSidecar {
+					out.Draft.Pools = []cache.PoolName{cache.PoolDraft}
+					if out.Draft.HostPoolKind == "" {
+						out.Draft.HostPoolKind = cache.HostPoolMHA
+					}
+				}
 			}
 		}
 	}
 	return out
+}
+
+// profileDraft is the profile's layout of a draft algorithm, if the spec names a profile that
+// knows it.
+func profileDraft(spec *hicachev1alpha1.HiCacheDeploymentSpec, alg hicachev1alpha1.DraftAlgorithm) (cache.DraftLayout, bool) {
+	p, ok := cache.LookupProfile(string(spec.Profile))
+	if !ok {
+		return cache.DraftLayout{}, false
+	}
+	lay, ok := p.Drafts[cache.DraftAlgorithm(alg)]
+	return lay, ok
 }
 
 // Settings are the cache-relevant server settings of a spec.
@@ -184,7 +263,7 @@ func Settings(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings, erro
 	}
 	if h.Ratio != "" {
 		ratio, err := strconv.ParseFloat(h.Ratio, 64)
-		if err != nil || ratio <= 1 {
+		if err != nil || math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio <= 1 {
 			return s, &FieldError{Field: "spec.hicache.ratio", Message: fmt.Sprintf("%q is not a number greater than 1", h.Ratio)}
 		}
 		s.HiCacheRatio = ratio

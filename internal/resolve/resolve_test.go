@@ -282,8 +282,14 @@ func TestResolveInvalidTopologyNamesTheField(t *testing.T) {
 			if !errors.As(err, &fe) || fe.Field != "spec.topology" {
 				t.Fatalf("Resolve error = %v, want a FieldError on spec.topology", err)
 			}
-			if !strings.HasPrefix(err.Error(), "spec.topology: ") {
+			// The message names the API's own field, e.g. spec.topology.draft.algorithm.
+			if !strings.HasPrefix(err.Error(), "spec.topology") {
 				t.Errorf("message %q does not start with the field", err.Error())
+			}
+			for _, internal := range []string{"hostPoolKind", "placement", " topology."} {
+				if strings.Contains(err.Error(), internal) {
+					t.Errorf("message %q names %q, which the API does not have", err.Error(), internal)
+				}
 			}
 		})
 	}

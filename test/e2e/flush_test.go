@@ -209,6 +209,29 @@ func TestFixedNamespaceStopsFlushesThenStarts(t *testing.T) {
 	if got := getHCD(t, ns, "dsv4").Status.Cache.Namespace; got != "dsv4-fixed" {
 		t.Errorf("namespace %s, want dsv4-fixed", got)
 	}
+
+	// Back to the first layout and forward again: every change flushes anew, even one that
+	// repeats an earlier change exactly.
+	update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Topology.Draft = nil })
+	eventually(t, 90*time.Second, "a second flush, for the change back", func() (bool, string) {
+		fl := flushesOf(t, ns)
+		done := 0
+		for i := range fl {
+			if meta.IsStatusConditionTrue(fl[i].Status.Conditions, hicachev1alpha1.ConditionComplete) {
+				done++
+			}
+		}
+		return done == 2, fmt.Sprintf("%d flushes, %d complete", len(fl), done)
+	})
+	waitReadyGroups(t, ns, "dsv4", 1)
+	again := pageKeys(t, ns, "dsv4", 3)
+	m.putKeys(t, again, 4096)
+	update(t, h, dspark)
+	eventually(t, 90*time.Second, "a third flush empties the namespace again", func() (bool, string) {
+		fl := flushesOf(t, ns)
+		return len(fl) == 3 && countPrefix(t, m, "dsv4-fixed") == 0, fmt.Sprintf("%d flushes, %d keys", len(fl), countPrefix(t, m, "dsv4-fixed"))
+	})
+	waitReadyGroups(t, ns, "dsv4", 1)
 }
 
 // A flush due while the master is down waits, fails, is retried, and completes once the master

@@ -190,6 +190,22 @@ func TestBadObjectsAreRefusedWithAReadableMessage(t *testing.T) {
 			},
 			want: "spec.storage.namespace in body should match",
 		},
+		"deployment name with a dot": {
+			obj: func(t *testing.T) *unstructured.Unstructured {
+				o := hcdWith(t, `replicas: 1`)
+				o.SetName("qwen3.5-32b")
+				return o
+			},
+			want: "metadata.name must be a DNS label",
+		},
+		"deployment name too long for its pods' labels": {
+			obj: func(t *testing.T) *unstructured.Unstructured {
+				o := hcdWith(t, `replicas: 1`)
+				o.SetName(strings.Repeat("n", 41))
+				return o
+			},
+			want: "of at most 40 characters",
+		},
 		"negative replicas": {
 			obj:  func(t *testing.T) *unstructured.Unstructured { return hcdWith(t, `replicas: -1`) },
 			want: "spec.replicas in body should be greater than or equal to 0",
