@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/resolve"
 	"github.com/hicache-io/hicache-operator/internal/cache"
 )
 
@@ -200,9 +201,15 @@ func TestBuildGroupRDMA(t *testing.T) {
 }
 
 func TestBuildGroupReservedLabelsAndAnnotations(t *testing.T) {
+	// Labels under hicache.io/ are refused outright: the operator finds its pods by them.
+	for _, key := range []string{LabelDeployment, LabelGroup, LabelCacheNamespace, LabelBackend} {
+		forged := makeHCD("q").TP(4).Labels(key, "forged").Obj()
+		if _, err := resolve.Resolve(forged); err == nil || !strings.Contains(err.Error(), "spec.template.labels") {
+			t.Errorf("label %s: Resolve gave %v, want a refusal naming spec.template.labels", key, err)
+		}
+	}
 	h := makeHCD("q").TP(4).Storage("mooncake").
-		Labels(LabelDeployment, "other", LabelGroup, "7", "app.kubernetes.io/managed-by", "me",
-			LabelCacheNamespace, "hc-forged", LabelBackend, "elsewhere", "team", "search").
+		Labels("app.kubernetes.io/managed-by", "me", "app.kubernetes.io/instance", "x", "team", "search").
 		Annotations(AnnotationLayoutHash, "forged", AnnotationTemplateHash, "forged", "owner", "search-team").Obj()
 	r := mustResolve(t, h)
 	sts := mustBuildGroup(t, h, 2)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -197,9 +198,11 @@ func (r *HiCacheDeploymentReconciler) backendEndpoints(ctx context.Context, hcd 
 		return nil, &conditionError{hicachev1alpha1.ReasonBackendNotReady, msg + "; serving groups start once it is"}
 	}
 	be := &resolve.Backend{Name: name, RPCAddress: cb.Status.Endpoints.RPCAddress, MetadataServer: cb.Status.Endpoints.MetadataServer}
-	if m := cb.Spec.Mooncake; m != nil {
-		if m.Managed != nil {
-			be.MetricsPort = int(m.Managed.AdminPort)
+	// Ranks ask the master's admin port too (master_metrics_port): take it from where the
+	// operator reaches it.
+	if u, err := url.Parse(cb.Status.Endpoints.AdminURL); err == nil {
+		if port, err := strconv.Atoi(u.Port()); err == nil {
+			be.MetricsPort = port
 		}
 	}
 	return be, nil
@@ -483,7 +486,7 @@ func (r *HiCacheDeploymentReconciler) emitEvents(hcd *hicachev1alpha1.HiCacheDep
 			r.Recorder.Eventf(hcd, nil, corev1.EventTypeWarning, obs.backendErr.reason, "WaitForBackend", "%s", obs.backendErr.message)
 		}
 	}
-	if old, cur := hcd.Status.Cache, st.Cache; old != nil && cur != nil && old.Namespace != "" && old.Namespace != cur.Namespace {
+	if old, cur := hcd.Status.Cache, st.Cache; old != nil && cur != nil && old.Namespace != "" && cur.Namespace != "" && old.Namespace != cur.Namespace {
 		r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonNamespaceRotated, "RotateNamespace",
 			"The cache layout changed (%s → %s): new ranks write under L3 namespace %s; %s is stale and is flushed once nothing uses it",
 			old.ShortHash, cur.ShortHash, cur.Namespace, old.Namespace)

@@ -5,6 +5,7 @@
 package resolve
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
@@ -126,6 +127,12 @@ func checkNames(hcd *hicachev1alpha1.HiCacheDeployment) error {
 	if n := hcd.Name; n != "" && (len(n) > MaxNameLength || !dnsLabel.MatchString(n)) {
 		return &FieldError{Field: "metadata.name", Message: fmt.Sprintf(
 			"%q must be a DNS label (lowercase letters, digits and '-', starting with a letter) of at most %d characters: it names the Services, StatefulSets and pods of the serving groups", n, MaxNameLength)}
+	}
+	for k := range hcd.Spec.Template.Labels {
+		if strings.HasPrefix(k, "hicache.io/") || strings.HasPrefix(k, "apps.kubernetes.io/") {
+			return &FieldError{Field: "spec.template.labels", Message: fmt.Sprintf(
+				"%q is a label the operator sets on rank pods (hicache.io/ and apps.kubernetes.io/ are reserved); choose another key", k)}
+		}
 	}
 	for i, e := range hcd.Spec.Template.Env {
 		if slices.Contains(ReservedEnv, e.Name) || strings.HasPrefix(e.Name, "MOONCAKE_") {
@@ -287,6 +294,13 @@ func (r *Resolved) Config(hcd *hicachev1alpha1.HiCacheDeployment) cache.Config {
 	}
 	if hcd.Spec.Resources.Requests != nil || hcd.Spec.Resources.Limits != nil {
 		other["resources"] = hcd.Spec.Resources.String()
+	}
+	// The pod template's extras change no layout fact: flags the layout depends on cannot be
+	// set through extraArgs (the renderer refuses them).
+	if t := hcd.Spec.Template; len(t.ExtraArgs) > 0 || len(t.Env) > 0 || len(t.Labels) > 0 || len(t.Annotations) > 0 ||
+		len(t.NodeSelector) > 0 || len(t.Tolerations) > 0 || t.ServiceAccountName != "" {
+		b, _ := json.Marshal(t)
+		other["template"] = string(b)
 	}
 	return cache.Config{Topology: r.Topology, Settings: r.Settings, Replicas: r.Replicas, Other: other}
 }
