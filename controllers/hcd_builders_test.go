@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/internal/resolve"
 	"github.com/hicache-io/hicache-operator/internal/cache"
+	"github.com/hicache-io/hicache-operator/internal/resolve"
 )
 
 func TestBuildGroupGolden(t *testing.T) {
