@@ -88,6 +88,19 @@ func (r *HiCacheDeploymentReconciler) drainAndFlush(ctx context.Context, hcd *hi
 			"The cache layout changed (%s → %s) under the fixed namespace %s: stopping every serving group, flushing the namespace, then starting the new layout",
 			old.ShortHash, obs.resolved.ShortHash, ns)
 	}
+	// 0. A Fixed namespace belongs to one deployment: stopping this one's writers could never
+	// empty a namespace another deployment keeps writing, so nothing is stopped.
+	var others hicachev1alpha1.HiCacheDeploymentList
+	if err := r.List(ctx, &others, client.InNamespace(hcd.Namespace), client.MatchingFields{backendRefIndex: hcd.Spec.Storage.BackendRef.Name}); err != nil {
+		return err
+	}
+	for i := range others.Items {
+		o := &others.Items[i]
+		if o.UID != hcd.UID && o.Status.Cache != nil && o.Status.Cache.Namespace == ns {
+			obs.drain = fmt.Sprintf("the fixed namespace %s is also written by HiCacheDeployment %s, so it cannot be flushed; give each deployment its own spec.storage.namespace", ns, o.Name)
+			return nil
+		}
+	}
 	// 1. Stop the writers: every group goes, and every pod of the deployment with it (also one a
 	// StatefulSet created while it was being deleted, which the garbage collector would only
 	// remove later).

@@ -310,3 +310,33 @@ func TestNeutralAndCompatibleChangesFlushNothing(t *testing.T) {
 		t.Errorf("%d of %d keys left", got, len(keys))
 	}
 }
+
+// A Fixed namespace written by two deployments cannot be emptied by stopping one of them: the
+// change waits, with the reason, and nothing is stopped.
+func TestSharedFixedNamespaceIsNotDrained(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMaster(t)
+	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	for _, name := range []string{"first", "second"} {
+		h := hcd(t, ns, dsv4)
+		h.Name = name
+		h.Spec.Storage.NamespaceStrategy = hicachev1alpha1.NamespaceFixed
+		h.Spec.Storage.Namespace = "shared"
+		create(t, h)
+		waitReadyGroups(t, ns, name, 1)
+	}
+	before := rankPods(t, ns, "first")
+	update(t, getHCD(t, ns, "first"), dspark)
+	eventually(t, 30*time.Second, "the change held with its reason", func() (bool, string) {
+		c := meta.FindStatusCondition(getHCD(t, ns, "first").Status.Conditions, hicachev1alpha1.ConditionCacheLayoutCurrent)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "also written by HiCacheDeployment second"), fmt.Sprintf("%+v", c)
+	})
+	time.Sleep(2 * time.Second)
+	after := rankPods(t, ns, "first")
+	if len(after) != len(before) || after[0].UID != before[0].UID {
+		t.Errorf("the writers of first were stopped although the namespace cannot be flushed")
+	}
+	if n := len(flushesOf(t, ns)); n != 0 {
+		t.Errorf("%d flushes of a namespace another deployment writes", n)
+	}
+}
