@@ -36,6 +36,7 @@ import (
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
 	"github.com/hicache-io/hicache-operator/internal/mooncake"
 	"github.com/hicache-io/hicache-operator/internal/mooncake/mooncaketest"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -237,21 +238,8 @@ func (s *sharedCluster) flushes(t *testing.T, ns string) []hicachev1alpha1.Cache
 	return list.Items
 }
 
-// eventually polls cond until it holds, failing the test with its last word after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s; last seen: %s", what, timeout, why)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
+// eventually polls until a condition holds (see testutil.Eventually).
+var eventually = testutil.Eventually
 
 // keys are n keys of an L3 namespace, shaped as SGLang names them.
 func keys(namespace string, n int) []string {

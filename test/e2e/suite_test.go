@@ -31,6 +31,7 @@ import (
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/controllers"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
 var (
@@ -185,21 +186,5 @@ func sanitize(s string) string {
 	return strings.TrimLeft(b.String(), "-")
 }
 
-// eventually polls cond until it holds or timeout passes; it fails the test with the last
-// reason cond gave.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s; last seen: %s", what, timeout, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
+// eventually polls until a condition holds (see testutil.Eventually).
+var eventually = testutil.Eventually

@@ -34,6 +34,7 @@ import (
 	"github.com/hicache-io/hicache-operator/controllers"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
 	"github.com/hicache-io/hicache-operator/internal/mooncake/mooncaketest"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
 // leaderElectionID is cmd/manager's LeaderElectionID.
@@ -540,19 +541,5 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// eventually polls cond every 200ms until it holds, and fails the test with the last reason
-// cond gave when timeout passes first.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s; last seen: %s", what, timeout, why)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
+// eventually polls until a condition holds (see testutil.Eventually).
+var eventually = testutil.Eventually
