@@ -32,6 +32,10 @@ const (
 	AnnotationTemplateHash = "hicache.io/template-hash"
 	AnnotationLayoutHash   = "hicache.io/layout-hash"
 	AnnotationMembers      = "hicache.io/members"
+	// AnnotationRecreations and AnnotationRecreatedAt count a group's recreations since it last
+	// formed, for the backoff of a group that keeps failing.
+	AnnotationRecreations = "hicache.io/recreations"
+	AnnotationRecreatedAt = "hicache.io/recreated-at"
 
 	// GPUResource is the extended resource rank pods request.
 	GPUResource corev1.ResourceName = "nvidia.com/gpu"

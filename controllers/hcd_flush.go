@@ -150,15 +150,23 @@ func flushRecord(cf *hicachev1alpha1.CacheFlush) *hicachev1alpha1.FlushRecord {
 // once no serving pod and no other deployment uses it, and forgets it when the flush completed.
 func (r *HiCacheDeploymentReconciler) reconcileStaleNamespaces(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) error {
 	cs := obs.cache
-	if cs == nil || len(cs.StaleNamespaces) == 0 || hcd.Spec.Storage == nil {
+	if cs == nil || len(cs.StaleNamespaces) == 0 {
 		return nil
+	}
+	// A deployment whose storage was removed still flushes what it left on its old backend.
+	policy := hicachev1alpha1.FlushAuto
+	if hcd.Spec.Storage != nil {
+		policy = hcd.Spec.Storage.FlushPolicy
 	}
 	keep := cs.StaleNamespaces[:0:0]
 	for _, s := range cs.StaleNamespaces {
 		s.BlockedBy = ""
 		backend := s.Backend
-		if backend == "" {
+		if backend == "" && hcd.Spec.Storage != nil {
 			backend = hcd.Spec.Storage.BackendRef.Name
+		}
+		if backend == "" {
+			continue // written before backends were recorded, and no backend to flush it on
 		}
 		if s.Flush != "" {
 			var cf hicachev1alpha1.CacheFlush
@@ -179,7 +187,7 @@ func (r *HiCacheDeploymentReconciler) reconcileStaleNamespaces(ctx context.Conte
 				continue
 			}
 		}
-		if hcd.Spec.Storage.FlushPolicy == hicachev1alpha1.FlushManual {
+		if policy == hicachev1alpha1.FlushManual {
 			s.BlockedBy = fmt.Sprintf("flushPolicy is Manual: run kubectl hicache flush %s --prefix %s", backend, s.Namespace)
 			keep = append(keep, s)
 			continue

@@ -3,8 +3,11 @@ package controllers
 import (
 	"strings"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestGroupBroken(t *testing.T) {
@@ -120,6 +123,42 @@ func TestSplitNonEmpty(t *testing.T) {
 				if got[i] != tc.want[i] {
 					t.Errorf("splitNonEmpty(%q) = %q, want %q", tc.in, got, tc.want)
 				}
+			}
+		})
+	}
+}
+
+func TestRecreateBackoff(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	sts := func(count string, ago time.Duration) *appsv1.StatefulSet {
+		s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}
+		if count != "" {
+			s.Annotations[AnnotationRecreations] = count
+			s.Annotations[AnnotationRecreatedAt] = now.Add(-ago).Format(time.RFC3339)
+		}
+		return s
+	}
+	cases := map[string]struct {
+		sts       *appsv1.StatefulSet
+		wantCount int
+		wantWait  time.Duration
+	}{
+		"never recreated: at once":                  {sts: sts("", 0), wantCount: 0, wantWait: 0},
+		"recreated once, 4 s ago: 6 s more":         {sts: sts("1", 4*time.Second), wantCount: 1, wantWait: 6 * time.Second},
+		"recreated once, long ago: at once":         {sts: sts("1", time.Hour), wantCount: 1, wantWait: 0},
+		"recreated three times, just now: 40 s":     {sts: sts("3", 0), wantCount: 3, wantWait: 40 * time.Second},
+		"recreated many times: capped at 5 minutes": {sts: sts("30", 0), wantCount: 30, wantWait: 5 * time.Minute},
+		"an unreadable time counts as long ago": {sts: func() *appsv1.StatefulSet {
+			s := sts("2", 0)
+			s.Annotations[AnnotationRecreatedAt] = "yesterday"
+			return s
+		}(), wantCount: 2, wantWait: 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			count, wait := recreateBackoff(tc.sts, now)
+			if count != tc.wantCount || wait != tc.wantWait {
+				t.Errorf("recreateBackoff = %d, %s; want %d, %s", count, wait, tc.wantCount, tc.wantWait)
 			}
 		})
 	}

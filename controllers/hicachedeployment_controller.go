@@ -74,6 +74,8 @@ type observed struct {
 	// drain is set while a Fixed-namespace deployment stops its writers and flushes before
 	// starting a new layout; it says what the drain waits for.
 	drain string
+	// recreateWait is how long until a failing group may be recreated again.
+	recreateWait time.Duration
 }
 
 // conditionError is a problem a user must act on, with the condition reason that names it.
@@ -134,6 +136,9 @@ func (r *HiCacheDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	if obs.applyErr != nil {
 		log.Error(obs.applyErr, "Applying the serving groups failed")
 		return ctrl.Result{}, obs.applyErr
+	}
+	if obs.recreateWait > 0 {
+		return ctrl.Result{RequeueAfter: obs.recreateWait}, nil
 	}
 	if obs.drain != "" || hasBlockedStale(obs.cache) {
 		// Waiting on pods to go, a flush to finish or a namespace to be freed: the watches bring
@@ -308,17 +313,29 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 				continue
 			}
 			if broken, why := groupBroken(grp); broken {
-				ctrl.LoggerFrom(ctx).Info("Recreating a serving group that lost a rank", "group", g, "why", why)
+				// A group that keeps failing is recreated with a growing delay, not in a loop.
+				count, wait := recreateBackoff(grp.sts, obs.now.Time)
+				if wait > 0 {
+					obs.recreateWait = minPositive(obs.recreateWait, wait)
+					continue
+				}
+				ctrl.LoggerFrom(ctx).Info("Recreating a serving group that lost a rank", "group", g, "why", why, "attempt", count+1)
 				r.Recorder.Eventf(hcd, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonGroupRecreated, "Recreate",
 					"Serving group %d lost a rank (%s); recreating all %d of its pods, since a process group cannot take a rank back", g, why, len(grp.pods))
 				if err := r.replaceGroup(ctx, grp); err != nil {
 					return err
 				}
+				if err := r.setGroupAnnotations(ctx, grp.sts, map[string]string{
+					AnnotationRecreations: strconv.Itoa(count + 1), AnnotationRecreatedAt: obs.now.UTC().Format(time.RFC3339)}); err != nil {
+					return err
+				}
 				obs.recreated = append(obs.recreated, g)
 				continue
 			}
-			if groupReady(grp, res.Nodes) && grp.sts.Annotations[AnnotationMembers] != membersAnnotation(grp.pods) {
-				if err := r.setMembers(ctx, grp.sts, membersAnnotation(grp.pods)); err != nil {
+			if groupReady(grp, grp.size()) && grp.sts.Annotations[AnnotationMembers] != membersAnnotation(grp.pods) {
+				// A formed group: remember its members, and forget earlier failures.
+				if err := r.setGroupAnnotations(ctx, grp.sts, map[string]string{
+					AnnotationMembers: membersAnnotation(grp.pods), AnnotationRecreations: "", AnnotationRecreatedAt: ""}); err != nil {
 					return err
 				}
 			}
@@ -357,19 +374,55 @@ func (r *HiCacheDeploymentReconciler) replaceGroup(ctx context.Context, grp *gro
 
 // setMembers records (or clears) the pod UIDs of a formed group on its StatefulSet.
 func (r *HiCacheDeploymentReconciler) setMembers(ctx context.Context, sts *appsv1.StatefulSet, members string) error {
-	if sts.Annotations[AnnotationMembers] == members {
+	return r.setGroupAnnotations(ctx, sts, map[string]string{AnnotationMembers: members})
+}
+
+// setGroupAnnotations sets (or, for "", removes) annotations that record a group's history on
+// its StatefulSet, under a field owner of their own so that applying the StatefulSet keeps them.
+func (r *HiCacheDeploymentReconciler) setGroupAnnotations(ctx context.Context, sts *appsv1.StatefulSet, values map[string]string) error {
+	changed := false
+	for k, v := range values {
+		if sts.Annotations[k] != v {
+			changed = true
+		}
+	}
+	if !changed {
 		return nil
 	}
 	patch := client.MergeFrom(sts.DeepCopy())
 	if sts.Annotations == nil {
 		sts.Annotations = map[string]string{}
 	}
-	if members == "" {
-		delete(sts.Annotations, AnnotationMembers)
-	} else {
-		sts.Annotations[AnnotationMembers] = members
+	for k, v := range values {
+		if v == "" {
+			delete(sts.Annotations, k)
+		} else {
+			sts.Annotations[k] = v
+		}
 	}
 	return r.Patch(ctx, sts, patch, client.FieldOwner(FieldOwner+"-members"))
+}
+
+// recreateBackoff is how many times a group was recreated since it last formed, and how long to
+// wait before recreating it again: nothing the first time, then 10 s doubling up to 5 minutes.
+func recreateBackoff(sts *appsv1.StatefulSet, now time.Time) (int, time.Duration) {
+	count, _ := strconv.Atoi(sts.Annotations[AnnotationRecreations])
+	at, err := time.Parse(time.RFC3339, sts.Annotations[AnnotationRecreatedAt])
+	if count == 0 || err != nil {
+		return count, 0
+	}
+	delay := 10 * time.Second << min(count-1, 5)
+	if delay > 5*time.Minute {
+		delay = 5 * time.Minute
+	}
+	return count, max(at.Add(delay).Sub(now), 0)
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	if a <= 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // size is the number of ranks (pods) the group's StatefulSet runs: a group keeps the shape it was

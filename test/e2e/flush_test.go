@@ -340,3 +340,25 @@ func TestSharedFixedNamespaceIsNotDrained(t *testing.T) {
 		t.Errorf("%d flushes of a namespace another deployment writes", n)
 	}
 }
+
+// Removing the L3 store from a deployment flushes the namespace it wrote there.
+func TestRemovingStorageFlushesWhatWasWritten(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMaster(t)
+	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	create(t, hcd(t, ns, qwen3))
+	waitReadyGroups(t, ns, "qwen3", 1)
+	nsA := getHCD(t, ns, "qwen3").Status.Cache.Namespace
+	m.putKeys(t, pageKeys(t, ns, "qwen3", 3), 4096)
+	update(t, getHCD(t, ns, "qwen3"), func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Storage = nil })
+	eventually(t, 90*time.Second, "the old namespace flushed", func() (bool, string) {
+		n := countPrefix(t, m, nsA)
+		return n == 0, fmt.Sprintf("%d keys left under %s", n, nsA)
+	})
+	waitReadyGroups(t, ns, "qwen3", 1)
+	eventually(t, 30*time.Second, "the flush recorded", func() (bool, string) {
+		h := getHCD(t, ns, "qwen3")
+		c := h.Status.Cache
+		return c.Namespace == "" && c.LastFlush != nil && c.LastFlush.Namespace == nsA && len(c.StaleNamespaces) == 0, fmt.Sprintf("%+v", c)
+	})
+}
