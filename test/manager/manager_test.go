@@ -1,0 +1,142 @@
+// Package manager runs the operator's own binary, as a user does, against a real API server.
+package manager
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/hicache-io/hicache-operator/internal/localcluster"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
+)
+
+func repoRoot() string {
+	_, file, _, _ := goruntime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// buildManager builds cmd/manager into a temporary directory.
+func buildManager(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "manager")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/manager")
+	cmd.Dir = repoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the manager: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func TestManagerBinaryServesProbesMetricsAndLeadership(t *testing.T) {
+	ctx := context.Background()
+	c, err := localcluster.Start(ctx, localcluster.Options{
+		APIServerOnly:     true,
+		CRDDirectoryPaths: []string{filepath.Join(repoRoot(), "config", "crd", "bases")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := c.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildManager(t)
+	probes, metrics := freePort(t), freePort(t)
+	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--leader-elect", "--leader-election-namespace=default",
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes), fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics))
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("manager log:\n%s", logs.String())
+		}
+	})
+
+	for _, path := range []string{"/healthz", "/readyz"} {
+		testutil.Eventually(t, 30*time.Second, "the manager's "+path, func() (bool, string) {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", probes, path))
+			if err != nil {
+				return false, err.Error()
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode == http.StatusOK, resp.Status
+		})
+	}
+
+	cs, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lease *coordinationv1.Lease
+	testutil.Eventually(t, 30*time.Second, "the leader-election lease held", func() (bool, string) {
+		l, err := cs.CoordinationV1().Leases("default").Get(ctx, "hicache-operator.hicache.io", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		lease = l
+		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", "no holder"
+	})
+
+	// Metrics are served over HTTPS and only to callers the API server authorizes.
+	insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test reaches its own self-signed endpoint
+	testutil.Eventually(t, 30*time.Second, "metrics refused without credentials", func() (bool, string) {
+		resp, err := insecure.Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", metrics))
+		if err != nil {
+			return false, err.Error()
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden, resp.Status
+	})
+
+	// SIGTERM stops it cleanly.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("the manager exited with %v on SIGTERM, want 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("the manager did not stop within 30 s of SIGTERM (lease holder %v)", lease.Spec.HolderIdentity)
+	}
+}
+
+func TestManagerRefusesABadFlushRunner(t *testing.T) {
+	out, err := exec.Command(buildManager(t), "--flush-runner=cloud").CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "use job or local") {
+		t.Errorf("manager --flush-runner=cloud: %v\n%s\nwant exit 2 and a message naming job and local", err, out)
+	}
+}
