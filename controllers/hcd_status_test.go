@@ -12,6 +12,7 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
 // cond is a condition as the tests compare it.
@@ -462,7 +463,7 @@ func TestCacheStatus(t *testing.T) {
 			},
 		},
 		"back to a stale namespace: it is current again": {
-			hcd: base.DeepCopyCache(&hicachev1alpha1.CacheStatus{
+			hcd: withCache(base, &hicachev1alpha1.CacheStatus{
 				LayoutHash: r2.Fingerprint, ShortHash: r2.ShortHash, Namespace: r2.Namespace,
 				StaleNamespaces: []hicachev1alpha1.StaleNamespace{{Namespace: r1.Namespace, Backend: "mc", LayoutHash: r1.ShortHash, Since: earlier}}}),
 			want: func() *hicachev1alpha1.CacheStatus {
@@ -520,8 +521,8 @@ func TestCacheStatusKeepsTheNewest32Stale(t *testing.T) {
 	}
 }
 
-// DeepCopyCache is base with a status cache record, for cases that go back to base's layout.
-func (b *hcdBuilder) DeepCopyCache(cs *hicachev1alpha1.CacheStatus) *hicachev1alpha1.HiCacheDeployment {
+// withCache is b's deployment with a status cache record, for cases that go back to b's layout.
+func withCache(b *testutil.HCDBuilder, cs *hicachev1alpha1.CacheStatus) *hicachev1alpha1.HiCacheDeployment {
 	h := b.Obj()
 	h.Status.Cache = cs
 	return h

@@ -5,21 +5,19 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -27,99 +25,8 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // t0 is the fixed time of the tests' observations.
 var t0 = metav1.NewTime(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
 
-// hcdBuilder builds test HiCacheDeployments fluently, with the values the API server defaults
-// already filled in: makeHCD("n").TP(8).Profile("DeepSeekV4").Draft("DSPARK").Obj().
-type hcdBuilder struct {
-	h hicachev1alpha1.HiCacheDeployment
-}
-
-func makeHCD(name string) *hcdBuilder {
-	b := &hcdBuilder{}
-	b.h.Name, b.h.Namespace, b.h.UID, b.h.Generation = name, "default", types.UID(name+"-uid"), 1
-	b.h.Spec.Model.Path = "org/" + name
-	b.h.Spec.Profile = "Qwen3"
-	b.h.Spec.Topology = hicachev1alpha1.TopologySpec{TensorParallel: 1, PipelineParallel: 1, DataParallel: 1, GPUsPerNode: 8}
-	b.h.Spec.Replicas = ptr.To(int32(1))
-	b.h.Spec.Rollout.MaxUnavailable = 1
-	return b
-}
-
-func (b *hcdBuilder) Profile(p string) *hcdBuilder {
-	b.h.Spec.Profile = hicachev1alpha1.Profile(p)
-	return b
-}
-func (b *hcdBuilder) TP(n int32) *hcdBuilder          { b.h.Spec.Topology.TensorParallel = n; return b }
-func (b *hcdBuilder) GPUsPerNode(n int32) *hcdBuilder { b.h.Spec.Topology.GPUsPerNode = n; return b }
-func (b *hcdBuilder) Replicas(n int32) *hcdBuilder    { b.h.Spec.Replicas = ptr.To(n); return b }
-func (b *hcdBuilder) Generation(g int64) *hcdBuilder  { b.h.Generation = g; return b }
-func (b *hcdBuilder) Image(img string) *hcdBuilder    { b.h.Spec.SGLang.Image = img; return b }
-func (b *hcdBuilder) KVDType(d string) *hcdBuilder {
-	b.h.Spec.HiCache.KVCacheDType = hicachev1alpha1.KVCacheDType(d)
-	return b
-}
-
-// Draft sets a speculative algorithm with a draft checkpoint.
-func (b *hcdBuilder) Draft(alg string) *hcdBuilder {
-	b.h.Spec.Topology.Draft = &hicachev1alpha1.DraftSpec{
-		Algorithm: hicachev1alpha1.DraftAlgorithm(alg), ModelPath: "org/" + strings.ToLower(alg) + "-draft"}
-	return b
-}
-
-// Storage writes to CacheBackend backend with the LayoutHash strategy.
-func (b *hcdBuilder) Storage(backend string) *hcdBuilder {
-	b.h.Spec.Storage = &hicachev1alpha1.StorageSpec{
-		BackendRef:        hicachev1alpha1.LocalObjectReference{Name: backend},
-		NamespaceStrategy: hicachev1alpha1.NamespaceLayoutHash, FlushPolicy: hicachev1alpha1.FlushAuto, Protocol: "tcp",
-	}
-	return b
-}
-
-func (b *hcdBuilder) Fixed(ns string) *hcdBuilder {
-	b.h.Spec.Storage.NamespaceStrategy = hicachev1alpha1.NamespaceFixed
-	b.h.Spec.Storage.Namespace = ns
-	return b
-}
-
-func (b *hcdBuilder) RDMA() *hcdBuilder { b.h.Spec.Storage.Protocol = "rdma"; return b }
-
-func (b *hcdBuilder) Labels(kv ...string) *hcdBuilder {
-	b.h.Spec.Template.Labels = pairs(kv)
-	return b
-}
-
-func (b *hcdBuilder) Annotations(kv ...string) *hcdBuilder {
-	b.h.Spec.Template.Annotations = pairs(kv)
-	return b
-}
-
-func (b *hcdBuilder) Env(kv ...string) *hcdBuilder {
-	for k, v := range pairs(kv) {
-		b.h.Spec.Template.Env = append(b.h.Spec.Template.Env, corev1.EnvVar{Name: k, Value: v})
-	}
-	return b
-}
-
-func (b *hcdBuilder) Resources(cpu, memory string) *hcdBuilder {
-	b.h.Spec.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}}
-	return b
-}
-
-// Cache sets the status' cache record, as an earlier reconcile wrote it.
-func (b *hcdBuilder) Cache(cs *hicachev1alpha1.CacheStatus) *hcdBuilder {
-	b.h.Status.Cache = cs
-	return b
-}
-
-func (b *hcdBuilder) Obj() *hicachev1alpha1.HiCacheDeployment { return b.h.DeepCopy() }
-
-func pairs(kv []string) map[string]string {
-	m := map[string]string{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m[kv[i]] = kv[i+1]
-	}
-	return m
-}
+// makeHCD builds a test HiCacheDeployment (see testutil.HCD).
+var makeHCD = testutil.HCD
 
 func mustResolve(t *testing.T, h *hicachev1alpha1.HiCacheDeployment) *resolve.Resolved {
 	t.Helper()
@@ -216,20 +123,8 @@ func readyGroup(index, n int, hash string, r *resolve.Resolved) *group {
 	return groupOf(index, hash, "", pods...)
 }
 
-// loadSample decodes a HiCacheDeployment sample strictly.
-func loadSample(t *testing.T, file string) *hicachev1alpha1.HiCacheDeployment {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "config", "samples", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &hicachev1alpha1.HiCacheDeployment{}
-	if err := yaml.UnmarshalStrict(b, h); err != nil {
-		t.Fatalf("decoding %s: %v", file, err)
-	}
-	h.Namespace, h.UID, h.Generation = "default", types.UID(h.Name+"-uid"), 1
-	return h
-}
+// loadSample decodes a sample strictly (see testutil.LoadSample).
+var loadSample = testutil.LoadSample
 
 func compareGolden(t *testing.T, path string, got []byte) {
 	t.Helper()

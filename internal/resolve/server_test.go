@@ -13,6 +13,7 @@ import (
 
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -170,7 +171,7 @@ func TestServerConfigStorage(t *testing.T) {
 
 func TestServerConfigTopologyAndDraft(t *testing.T) {
 	cases := map[string]struct {
-		hcd                func() *hcdBuilder
+		hcd                func() *testutil.HCDBuilder
 		tp, pp, dp         int
 		dpAttention        bool
 		wantSpeculative    *sglang.Speculative
@@ -180,17 +181,17 @@ func TestServerConfigTopologyAndDraft(t *testing.T) {
 		wantNoDPFlagInArgs bool
 	}{
 		"DP 1 renders no DP flag": {
-			hcd: func() *hcdBuilder { return makeHCD("q").TP(4) }, tp: 4, wantServed: "org/q", wantNoDPFlagInArgs: true,
+			hcd: func() *testutil.HCDBuilder { return makeHCD("q").TP(4) }, tp: 4, wantServed: "org/q", wantNoDPFlagInArgs: true,
 		},
 		"DP without attention": {
-			hcd: func() *hcdBuilder { return makeHCD("q").TP(4).DP(2) }, tp: 4, dp: 2, wantServed: "org/q", wantDPFlagInArgs: "--dp-size",
+			hcd: func() *testutil.HCDBuilder { return makeHCD("q").TP(4).DP(2) }, tp: 4, dp: 2, wantServed: "org/q", wantDPFlagInArgs: "--dp-size",
 		},
 		"DP attention": {
-			hcd: func() *hcdBuilder { return makeHCD("q").TP(8).DP(4).DPAttention() },
+			hcd: func() *testutil.HCDBuilder { return makeHCD("q").TP(8).DP(4).DPAttention() },
 			tp:  8, dp: 4, dpAttention: true, wantServed: "org/q", wantDPFlagInArgs: "--attn-dp-size",
 		},
 		"draft and ratio": {
-			hcd: func() *hcdBuilder {
+			hcd: func() *testutil.HCDBuilder {
 				return makeHCD("k").Profile("KimiK2").TP(8).Draft("EAGLE3").Ratio("2.5").Served("kimi")
 			},
 			tp: 8, wantRatio: 2.5, wantServed: "kimi", wantNoDPFlagInArgs: true,
