@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -33,6 +35,20 @@ type CacheFlushReconciler struct {
 	Admin    StoreAdmin
 	Flusher  NamespaceFlusher
 	Clock    clock.PassiveClock
+
+	// running holds one lock per backend: flushes of different backends run side by side (a
+	// slow or unreachable store never holds up another), flushes of one backend one at a time.
+	running sync.Map // namespace/backend → *sync.Mutex
+}
+
+// lockBackend takes the backend's lock if it is free.
+func (r *CacheFlushReconciler) lockBackend(cf *hicachev1alpha1.CacheFlush) (unlock func(), ok bool) {
+	m, _ := r.running.LoadOrStore(cf.Namespace+"/"+cf.Spec.BackendRef.Name, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	if !mu.TryLock() {
+		return nil, false
+	}
+	return mu.Unlock, true
 }
 
 // +kubebuilder:rbac:groups=hicache.io,resources=cacheflushes,verbs=get;list;watch;update;patch
@@ -68,6 +84,12 @@ func (r *CacheFlushReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if !cf.DeletionTimestamp.IsZero() || finished(&cf) {
 		return ctrl.Result{}, nil
 	}
+	unlock, ok := r.lockBackend(&cf)
+	if !ok {
+		// Another flush of this backend is being worked on right now.
+		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	}
+	defer unlock()
 	orig := cf.DeepCopy()
 	now := metav1.NewTime(r.Clock.Now())
 	set := func(typ string, ok bool, reason, msg string) {
@@ -340,6 +362,7 @@ func (r *CacheFlushReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&hicachev1alpha1.CacheFlush{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{}).
 		Watches(&hicachev1alpha1.CacheFlush{}, sameBackend).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("cacheflush").
 		Complete(r)
 }
