@@ -207,12 +207,7 @@ func writePlan(w io.Writer, p *planReport) error {
 	fmt.Fprintf(tw, "Serving group:\t%s on %s, %s per pod (%s)\n",
 		plural(g.GPUs, "GPU"), plural(g.Nodes, "node"), plural(g.GPUsPerPod, "GPU"), parallel)
 	fmt.Fprintf(tw, "Replicas:\t%d\n", g.Replicas)
-	if s := p.Storage; s != nil {
-		fmt.Fprintf(tw, "L3 store:\tCacheBackend %s, namespace strategy %s, flush policy %s, protocol %s\n",
-			s.Backend, s.NamespaceStrategy, s.FlushPolicy, s.Protocol)
-	} else {
-		fmt.Fprintf(tw, "L3 store:\tnone (spec.storage is not set): the cache stops at host memory\n")
-	}
+	writeStorageLine(tw, p.Storage)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -252,4 +247,14 @@ func plural(n int, noun string) string {
 		return fmt.Sprintf("1 %s", noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// writeStorageLine is the "L3 store" line of plan and status.
+func writeStorageLine(w io.Writer, s *storageInfo) {
+	if s == nil {
+		fmt.Fprintf(w, "L3 store:\tnone (spec.storage is not set): the cache stops at host memory\n")
+		return
+	}
+	fmt.Fprintf(w, "L3 store:\tCacheBackend %s, namespace strategy %s, flush policy %s, protocol %s\n",
+		s.Backend, s.NamespaceStrategy, s.FlushPolicy, s.Protocol)
 }

@@ -390,12 +390,7 @@ func writeStatus(w io.Writer, r *statusReport) error {
 	if r.Draft != "" {
 		fmt.Fprintf(tw, "Draft:\t%s\n", r.Draft)
 	}
-	if s := r.Storage; s != nil {
-		fmt.Fprintf(tw, "L3 store:\tCacheBackend %s, namespace strategy %s, flush policy %s, protocol %s\n",
-			s.Backend, s.NamespaceStrategy, s.FlushPolicy, s.Protocol)
-	} else {
-		fmt.Fprintf(tw, "L3 store:\tnone (spec.storage is not set): the cache stops at host memory\n")
-	}
+	writeStorageLine(tw, r.Storage)
 	if err := tw.Flush(); err != nil {
 		return err
 	}

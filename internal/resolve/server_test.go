@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -291,22 +290,7 @@ func TestSampleRenderings(t *testing.T) {
 
 func compareGolden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run go test -update to create it): %v", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs (-want +got); run go test -update if the change is intended:\n%s", path, diff)
-	}
+	testutil.CompareGolden(t, path, got, *update)
 }
 
 func containsSeq(args []string, seq ...string) bool {
