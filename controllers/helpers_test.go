@@ -2,13 +2,10 @@ package controllers
 
 import (
 	"flag"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +14,7 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
@@ -128,22 +126,7 @@ var loadSample = testutil.LoadSample
 
 func compareGolden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run go test -update to create it): %v", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs (-want +got); run go test -update if the change is intended:\n%s", path, diff)
-	}
+	testutil.CompareGolden(t, path, got, *update)
 }
 
 func envValue(env []corev1.EnvVar, name string) (corev1.EnvVar, bool) {
@@ -153,4 +136,14 @@ func envValue(env []corev1.EnvVar, name string) (corev1.EnvVar, bool) {
 		}
 	}
 	return corev1.EnvVar{}, false
+}
+
+// mooncakeOf is the Mooncake configuration of a deployment's ranks, nil without storage or
+// when it cannot be rendered.
+func mooncakeOf(hcd *hicachev1alpha1.HiCacheDeployment, res *resolve.Resolved, be *resolve.Backend) *sglang.MooncakeConfig {
+	_, mc, err := serverConfig(hcd, res, be, 0)
+	if err != nil {
+		return nil
+	}
+	return mc
 }

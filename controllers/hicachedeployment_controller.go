@@ -27,7 +27,6 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
-	"github.com/hicache-io/hicache-operator/internal/sglang"
 )
 
 // HiCacheDeploymentReconciler runs SGLang serving groups with HiCache and keeps their L3 layout
@@ -233,7 +232,10 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 		desired[g] = sts
 		obs.desired[g] = sts.Annotations[AnnotationTemplateHash]
 	}
-	mcfg := mooncakeOf(hcd, res, obs.backend)
+	_, mcfg, err := serverConfig(hcd, res, obs.backend, 0)
+	if err != nil {
+		return reconcile.TerminalError(fmt.Errorf("rendering the Mooncake configuration: %w", err))
+	}
 	cm, err := buildConfigMap(hcd, res, mcfg)
 	if err != nil {
 		return err
@@ -293,7 +295,7 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 			if _, err := a.apply(ctx, desired[g], nil); err != nil {
 				return err
 			}
-			if err := r.replaceGroup(ctx, grp); err != nil {
+			if err := r.replaceGroup(ctx, grp, nil); err != nil {
 				return err
 			}
 			obs.rolling = append(obs.rolling, g)
@@ -306,7 +308,7 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 				return p.Annotations[AnnotationTemplateHash] == obs.desired[g]
 			})
 			if len(stale) > 0 {
-				if err := r.replaceGroup(ctx, grp); err != nil {
+				if err := r.replaceGroup(ctx, grp, nil); err != nil {
 					return err
 				}
 				obs.rolling = append(obs.rolling, g)
@@ -322,10 +324,7 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 				ctrl.LoggerFrom(ctx).Info("Recreating a serving group that lost a rank", "group", g, "why", why, "attempt", count+1)
 				r.Recorder.Eventf(hcd, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonGroupRecreated, "Recreate",
 					"Serving group %d lost a rank (%s); recreating all %d of its pods, since a process group cannot take a rank back", g, why, len(grp.pods))
-				if err := r.replaceGroup(ctx, grp); err != nil {
-					return err
-				}
-				if err := r.setGroupAnnotations(ctx, grp.sts, map[string]string{
+				if err := r.replaceGroup(ctx, grp, map[string]string{
 					AnnotationRecreations: strconv.Itoa(count + 1), AnnotationRecreatedAt: obs.now.UTC().Format(time.RFC3339)}); err != nil {
 					return err
 				}
@@ -344,14 +343,6 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 	return nil
 }
 
-func mooncakeOf(hcd *hicachev1alpha1.HiCacheDeployment, res *resolve.Resolved, be *resolve.Backend) *sglang.MooncakeConfig {
-	_, mc, err := serverConfig(hcd, res, be, 0)
-	if err != nil {
-		return nil
-	}
-	return mc
-}
-
 // deletePods deletes a group's pods together; the StatefulSet recreates them.
 func (r *HiCacheDeploymentReconciler) deletePods(ctx context.Context, pods []corev1.Pod) error {
 	var errs []error
@@ -364,17 +355,17 @@ func (r *HiCacheDeploymentReconciler) deletePods(ctx context.Context, pods []cor
 }
 
 // replaceGroup deletes every pod of a group at once and forgets its members, so the pods the
-// StatefulSet creates next form a new group.
-func (r *HiCacheDeploymentReconciler) replaceGroup(ctx context.Context, grp *group) error {
+// StatefulSet creates next form a new group; history records more about the group, in the same
+// write.
+func (r *HiCacheDeploymentReconciler) replaceGroup(ctx context.Context, grp *group, history map[string]string) error {
 	if err := r.deletePods(ctx, grp.pods); err != nil {
 		return err
 	}
-	return r.setMembers(ctx, grp.sts, "")
-}
-
-// setMembers records (or clears) the pod UIDs of a formed group on its StatefulSet.
-func (r *HiCacheDeploymentReconciler) setMembers(ctx context.Context, sts *appsv1.StatefulSet, members string) error {
-	return r.setGroupAnnotations(ctx, sts, map[string]string{AnnotationMembers: members})
+	ann := map[string]string{AnnotationMembers: ""}
+	for k, v := range history {
+		ann[k] = v
+	}
+	return r.setGroupAnnotations(ctx, grp.sts, ann)
 }
 
 // setGroupAnnotations sets (or, for "", removes) annotations that record a group's history on
