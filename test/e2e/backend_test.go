@@ -30,9 +30,7 @@ func getCB(t *testing.T, ns, name string) *hicachev1alpha1.CacheBackend {
 // An external backend pointed at a real master reports its objects, goes NotReady with a reason
 // a person can act on when the master stops, and Ready again when it returns.
 func TestExternalBackendHealthAndCapacity(t *testing.T) {
-	ns := newNamespace(t)
-	m := startMaster(t)
-	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	ns, m := namespaceWithBackend(t)
 	cb := getCB(t, ns, "mooncake")
 	if ep := cb.Status.Endpoints; ep == nil || ep.RPCAddress != m.RPCAddr || ep.AdminURL != m.AdminURL || ep.MetadataServer != "P2PHANDSHAKE" {
 		t.Errorf("endpoints %+v, want the master's addresses and P2PHANDSHAKE", cb.Status.Endpoints)

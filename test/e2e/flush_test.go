@@ -69,9 +69,7 @@ func dspark(h *hicachev1alpha1.HiCacheDeployment) {
 // The whole promise: a DeepSeek-V4 deployment moves from no draft to DSpark; its new groups
 // write namespace B; namespace A is flushed once nothing uses it; other namespaces stay.
 func TestLayoutChangeFlushesTheOldNamespaceOnly(t *testing.T) {
-	ns := newNamespace(t)
-	m := startMaster(t)
-	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	ns, m := namespaceWithBackend(t)
 	create(t, hcd(t, ns, dsv4))
 	waitReadyGroups(t, ns, "dsv4", 1)
 	nsA := getHCD(t, ns, "dsv4").Status.Cache.Namespace
@@ -118,9 +116,7 @@ func TestLayoutChangeFlushesTheOldNamespaceOnly(t *testing.T) {
 // Two deployments share a namespace (same layout); when one moves, the namespace waits for the
 // other.
 func TestSharedNamespaceWaitsForEveryUser(t *testing.T) {
-	ns := newNamespace(t)
-	m := startMaster(t)
-	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	ns, m := namespaceWithBackend(t)
 	first := hcd(t, ns, dsv4)
 	first.Name = "first"
 	second := hcd(t, ns, dsv4)
@@ -166,9 +162,7 @@ func TestSharedNamespaceWaitsForEveryUser(t *testing.T) {
 // With the Fixed strategy a breaking change stops the writers, empties the namespace, then
 // starts the new layout.
 func TestFixedNamespaceStopsFlushesThenStarts(t *testing.T) {
-	ns := newNamespace(t)
-	m := startMaster(t)
-	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	ns, m := namespaceWithBackend(t)
 	h := hcd(t, ns, dsv4)
 	h.Spec.Storage.NamespaceStrategy = hicachev1alpha1.NamespaceFixed
 	h.Spec.Storage.Namespace = "dsv4-fixed"
@@ -237,9 +231,7 @@ func TestFixedNamespaceStopsFlushesThenStarts(t *testing.T) {
 // A flush due while the master is down waits, fails, is retried, and completes once the master
 // is back; an operator restart afterwards runs nothing twice.
 func TestFlushWaitsForTheMasterAndRunsOnce(t *testing.T) {
-	ns := newNamespace(t)
-	m := startMaster(t)
-	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	ns, m := namespaceWithBackend(t)
 	h := hcd(t, ns, dsv4)
 	h.Spec.Storage.FlushPolicy = hicachev1alpha1.FlushManual
 	create(t, h)
@@ -281,9 +273,7 @@ func TestFlushWaitsForTheMasterAndRunsOnce(t *testing.T) {
 
 // Neutral (replicas) and compatible (page size) changes flush nothing.
 func TestNeutralAndCompatibleChangesFlushNothing(t *testing.T) {
-	ns := newNamespace(t)
-	m := startMaster(t)
-	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	ns, m := namespaceWithBackend(t)
 	create(t, hcd(t, ns, qwen3))
 	waitReadyGroups(t, ns, "qwen3", 1)
 	nsA := getHCD(t, ns, "qwen3").Status.Cache.Namespace
@@ -314,9 +304,7 @@ func TestNeutralAndCompatibleChangesFlushNothing(t *testing.T) {
 // A Fixed namespace written by two deployments cannot be emptied by stopping one of them: the
 // change waits, with the reason, and nothing is stopped.
 func TestSharedFixedNamespaceIsNotDrained(t *testing.T) {
-	ns := newNamespace(t)
-	m := startMaster(t)
-	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	ns, _ := namespaceWithBackend(t)
 	for _, name := range []string{"first", "second"} {
 		h := hcd(t, ns, dsv4)
 		h.Name = name
@@ -343,9 +331,7 @@ func TestSharedFixedNamespaceIsNotDrained(t *testing.T) {
 
 // Removing the L3 store from a deployment flushes the namespace it wrote there.
 func TestRemovingStorageFlushesWhatWasWritten(t *testing.T) {
-	ns := newNamespace(t)
-	m := startMaster(t)
-	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	ns, m := namespaceWithBackend(t)
 	create(t, hcd(t, ns, qwen3))
 	waitReadyGroups(t, ns, "qwen3", 1)
 	nsA := getHCD(t, ns, "qwen3").Status.Cache.Namespace

@@ -100,9 +100,7 @@ func checkRankFlags(t *testing.T, ns, name string, nodes int, masterRPC string) 
 }
 
 func TestDeepSeekV4TwoNodeGroupGoesReady(t *testing.T) {
-	ns := newNamespace(t)
-	m := startMaster(t)
-	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	ns, m := namespaceWithBackend(t)
 	h := hcd(t, ns, dsv4)
 	h.Spec.Topology.Draft = &hicachev1alpha1.DraftSpec{Algorithm: "DSPARK", ModelPath: "deepseek-ai/DeepSeek-V4-DSpark"}
 	create(t, h)
@@ -131,9 +129,7 @@ func TestDeepSeekV4TwoNodeGroupGoesReady(t *testing.T) {
 }
 
 func TestQwen3SingleNodeAndScaling(t *testing.T) {
-	ns := newNamespace(t)
-	m := startMaster(t)
-	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	ns, m := namespaceWithBackend(t)
 	create(t, hcd(t, ns, qwen3))
 	waitCondition(t, &hicachev1alpha1.HiCacheDeployment{}, ns, "qwen3", hicachev1alpha1.ConditionReady, metav1.ConditionTrue, 60*time.Second)
 	checkRankFlags(t, ns, "qwen3", 1, m.RPCAddr)
@@ -173,9 +169,7 @@ func waitReadyGroups(t *testing.T, ns, name string, n int32) {
 }
 
 func TestFailedRankRecreatesItsWholeGroup(t *testing.T) {
-	ns := newNamespace(t)
-	m := startMaster(t)
-	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	ns, _ := namespaceWithBackend(t)
 	create(t, hcd(t, ns, dsv4))
 	waitReadyGroups(t, ns, "dsv4", 1)
 	before := rankPods(t, ns, "dsv4")
@@ -234,9 +228,7 @@ func podIsReady(p *corev1.Pod) bool {
 }
 
 func TestBreakingChangeRotatesNamespaceNeutralDoesNot(t *testing.T) {
-	ns := newNamespace(t)
-	m := startMaster(t)
-	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	ns, _ := namespaceWithBackend(t)
 	h := hcd(t, ns, dsv4)
 	h.Spec.Storage.FlushPolicy = hicachev1alpha1.FlushManual
 	create(t, h)
@@ -302,9 +294,7 @@ func TestMissingBackendCreatesNothingThenRecovers(t *testing.T) {
 }
 
 func TestImpossibleTopologyIsReportedAndFixable(t *testing.T) {
-	ns := newNamespace(t)
-	m := startMaster(t)
-	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	ns, _ := namespaceWithBackend(t)
 	h := hcd(t, ns, qwen3)
 	// 4 GPUs x 3 data-parallel replicas = 12: not a whole number of 8-GPU nodes.
 	h.Spec.Topology.GPUsPerNode = 8
@@ -323,9 +313,7 @@ func TestImpossibleTopologyIsReportedAndFixable(t *testing.T) {
 }
 
 func TestSteadyStateCostsNoRequests(t *testing.T) {
-	ns := newNamespace(t)
-	m := startMaster(t)
-	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	ns, _ := namespaceWithBackend(t)
 	create(t, hcd(t, ns, qwen3))
 	h := hcd(t, ns, dsv4)
 	h.Name = "dsv4"

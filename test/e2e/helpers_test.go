@@ -20,6 +20,16 @@ import (
 	"github.com/hicache-io/hicache-operator/controllers"
 )
 
+// namespaceWithBackend is a namespace for one test with a CacheBackend "mooncake" pointing at a
+// real master of its own, Ready.
+func namespaceWithBackend(t *testing.T) (string, *master) {
+	t.Helper()
+	ns := newNamespace(t)
+	m := startMaster(t)
+	externalBackend(t, ns, "mooncake", m.RPCAddr, m.AdminURL)
+	return ns, m
+}
+
 // externalBackend creates a CacheBackend pointing at a master and waits until it is Ready.
 func externalBackend(t *testing.T, ns, name, rpcAddr, adminURL string) {
 	t.Helper()
