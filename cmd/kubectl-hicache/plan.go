@@ -13,6 +13,7 @@ import (
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/cache"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
 )
 
 func newPlanCmd() *cobra.Command {
@@ -58,7 +59,11 @@ file is planned; documents of other kinds are skipped.`,
 					if err != nil {
 						return fmt.Errorf("%s: %w", it.where, err)
 					}
-					reports = append(reports, newPlanReport(it, r))
+					rep, err := newPlanReport(it, r)
+					if err != nil {
+						return fmt.Errorf("%s: %w", it.where, err)
+					}
+					reports = append(reports, rep)
 				}
 			}
 			if output != outputTable {
@@ -93,6 +98,9 @@ type planReport struct {
 	Warnings []string     `json:"warnings,omitempty"`
 	Storage  *storageInfo `json:"storage,omitempty"`
 	Layout   layoutReport `json:"layout"`
+	// Command is the SGLang command line every rank of a group runs, with placeholders for
+	// what only the cluster knows (the master's address, the leader's name, the node rank).
+	Command []string `json:"command"`
 }
 
 // groupShape is the size of one serving group.
@@ -130,7 +138,13 @@ type factReport struct {
 	Value string `json:"value"`
 }
 
-func newPlanReport(it loaded, r *resolve.Resolved) planReport {
+// Placeholders of the rendered command line for what only the cluster knows.
+const (
+	placeholderMaster = "<mooncake-master>:50051"
+	placeholderLeader = "<group-leader>:20102"
+)
+
+func newPlanReport(it loaded, r *resolve.Resolved) (planReport, error) {
 	spec := &it.hcd.Spec
 	rep := planReport{
 		Name:      it.hcd.Name,
@@ -168,7 +182,16 @@ func newPlanReport(it loaded, r *resolve.Resolved) planReport {
 	for _, name := range slices.Sorted(maps.Keys(r.Facts)) {
 		rep.Layout.Facts = append(rep.Layout.Facts, factReport{Name: name, Label: cache.FactLabel(name), Value: r.Facts[name]})
 	}
-	return rep
+	cfg, _, err := resolve.ServerConfig(it.hcd, r, &resolve.Backend{RPCAddress: placeholderMaster, MetadataServer: "P2PHANDSHAKE", MetricsPort: 9003}, placeholderLeader)
+	if err != nil {
+		return rep, err
+	}
+	args, err := sglang.Args(cfg)
+	if err != nil {
+		return rep, err
+	}
+	rep.Command = append(sglang.Command(), args...)
+	return rep, nil
 }
 
 // writePlans writes the plans as text, a blank line between deployments.
@@ -232,6 +255,8 @@ func writePlan(w io.Writer, p *planReport) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(w, "\nSGLang command line of every rank ($(NODE_RANK) and $(POD_IP) come from the pod):")
+	writeCommand(w, p.Command)
 	fmt.Fprintln(w, "\nLayout facts:")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  FACT\tNAME\tVALUE")
@@ -257,4 +282,24 @@ func writeStorageLine(w io.Writer, s *storageInfo) {
 	}
 	fmt.Fprintf(w, "L3 store:\tCacheBackend %s, namespace strategy %s, flush policy %s, protocol %s\n",
 		s.Backend, s.NamespaceStrategy, s.FlushPolicy, s.Protocol)
+}
+
+// writeCommand writes a command line one flag (with its value) per line.
+func writeCommand(w io.Writer, argv []string) {
+	line := "  "
+	for i, a := range argv {
+		if i > 0 && strings.HasPrefix(a, "--") {
+			fmt.Fprintln(w, line+" \\")
+			line = "     "
+		}
+		if strings.ContainsAny(a, " {}\"'<>$()") {
+			a = "'" + a + "'"
+		}
+		if line == "  " || line == "     " {
+			line += a
+		} else {
+			line += " " + a
+		}
+	}
+	fmt.Fprintln(w, line)
 }

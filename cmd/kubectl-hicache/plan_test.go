@@ -4,11 +4,15 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
+
+	"github.com/hicache-io/hicache-operator/internal/sglang"
+	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
 )
 
 // planOf runs "plan -o json" on a file and decodes the result.
@@ -287,5 +291,40 @@ func TestPlanSeveralFiles(t *testing.T) {
 	}
 	if res := runPlugin(t, "", "plan", sample("qwen3")); res.code != 1 || !strings.Contains(res.stderr, "plan takes its files with -f") {
 		t.Errorf("plan FILE: exit %d, stderr %q", res.code, res.stderr)
+	}
+}
+
+// The command line plan shows is the one the pinned SGLang release accepts, for every sample,
+// once the kubelet has filled in the node rank and the pod's address.
+func TestPlanCommandLineIsAcceptedBySGLang(t *testing.T) {
+	spec, err := argspec.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	matches, err := filepath.Glob(filepath.Join(samplesDir, "hicachedeployment_*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range matches {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			d := planOf(t, "-f", path).Deployments[0]
+			prefix := sglang.Command()
+			if len(d.Command) <= len(prefix) || !slices.Equal(d.Command[:len(prefix)], prefix) {
+				t.Fatalf("command %q does not start with %q", d.Command, prefix)
+			}
+			args := sglang.ExpandVarRefs(d.Command[len(prefix):], map[string]string{"NODE_RANK": "1", "POD_IP": "10.0.0.1"})
+			if err := spec.Validate(args); err != nil {
+				t.Errorf("the pinned SGLang release refuses the planned command line: %v", err)
+			}
+			if d.Storage != nil && !slices.Contains(args, "mooncake") {
+				t.Errorf("a deployment with storage plans no mooncake backend: %q", args)
+			}
+		})
+	}
+	out := runPlugin(t, "", "plan", "-f", sample("deepseek_v4")).mustSucceed(t).stdout
+	for _, want := range []string{"--tp-size 16", "--nnodes 2", "--speculative-algorithm DSPARK", placeholderMaster} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan output lacks %q", want)
+		}
 	}
 }
