@@ -7,9 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 )
 
 // decode turns one YAML document into an object.
@@ -394,5 +397,36 @@ spec:
 		if err != nil || !found || got != want {
 			t.Errorf("%s = %v (found %v, err %v), want %v", path, got, found, err, want)
 		}
+	}
+}
+
+func TestHiCacheDeploymentScalesThroughTheScaleSubresource(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	obj := hcdWith(t, `replicas: 1`)
+	obj.SetNamespace(ns)
+	if err := k8sClient.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	typed := &hicachev1alpha1.HiCacheDeployment{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), typed); err != nil {
+		t.Fatal(err)
+	}
+	scale := &autoscalingv1.Scale{}
+	if err := k8sClient.SubResource("scale").Get(ctx, typed, scale); err != nil {
+		t.Fatalf("reading the scale subresource: %v", err)
+	}
+	if scale.Spec.Replicas != 1 {
+		t.Fatalf("scale.spec.replicas = %d, want 1", scale.Spec.Replicas)
+	}
+	scale.Spec.Replicas = 3
+	if err := k8sClient.SubResource("scale").Update(ctx, typed, client.WithSubResourceBody(scale)); err != nil {
+		t.Fatalf("kubectl scale's request was refused: %v", err)
+	}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas"); got != 3 {
+		t.Errorf("spec.replicas = %d after scaling to 3", got)
 	}
 }
