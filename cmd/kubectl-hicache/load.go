@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,11 +12,13 @@ import (
 	"regexp"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/crdvalidation"
 )
 
 const kindHiCacheDeployment = "HiCacheDeployment"
@@ -198,27 +201,83 @@ func decodeObject(js []byte, where string) ([]loaded, []string, error) {
 	if h.APIVersion != apiVersionHiCache {
 		return nil, nil, fmt.Errorf("%s: apiVersion is %q: this plugin reads %s of %s", where, h.APIVersion, kindHiCacheDeployment, apiVersionHiCache)
 	}
+	hcd, err := admit(js, where)
+	if err != nil {
+		return nil, nil, err
+	}
+	it := loaded{hcd: hcd, source: where, where: where}
+	if name := hcd.Name; name != "" {
+		it.where = fmt.Sprintf("%s: HiCacheDeployment %q", where, name)
+	}
+	return []loaded{it}, nil, nil
+}
+
+// defaultNamespace is the namespace a file without one is checked in, as kubectl apply would
+// create it in the context's namespace.
+const defaultNamespace = "default"
+
+// admit checks one HiCacheDeployment as the API server would check its creation, with the CRD
+// itself (its schema, defaults and CEL rules), and decodes it with the defaults filled in. A
+// refusal is the server's message, word for word. Unknown fields are an error too, as with
+// kubectl apply's strict field validation.
+func admit(js []byte, where string) (*hicachev1alpha1.HiCacheDeployment, error) {
+	obj, err := createRequest(js)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a Kubernetes object: %w", where, err)
+	}
+	v, err := crdvalidation.Default()
+	if err != nil {
+		return nil, fmt.Errorf("loading the HiCacheDeployment CRD: %w", err)
+	}
+	obj, errs, err := v.Admit(context.Background(), obj, defaultNamespace)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s: %w", where, crdvalidation.Invalid(u.GroupVersionKind(), u.GetName(), errs))
+	}
 	hcd := &hicachev1alpha1.HiCacheDeployment{}
 	strict, err := kjson.UnmarshalStrict(js, hcd)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %s", where, decodeMessage(err))
+		return nil, fmt.Errorf("%s: %s", where, decodeMessage(err))
 	}
 	if len(strict) > 0 {
 		msgs := make([]string, len(strict))
 		for i, e := range strict {
 			msgs[i] = e.Error()
 		}
-		return nil, nil, fmt.Errorf("%s: %s: remove it or fix its spelling (field names are case-sensitive)", where, strings.Join(msgs, "; "))
+		return nil, fmt.Errorf("%s: %s: remove it or fix its spelling (field names are case-sensitive)", where, strings.Join(msgs, "; "))
 	}
-	it := loaded{hcd: hcd, source: where, where: where}
-	if name := hcd.Name; name != "" {
-		it.where = fmt.Sprintf("%s: HiCacheDeployment %q", where, name)
+	defaulted, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
 	}
-	if err := validate(hcd); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", it.where, err)
+	hcd = &hicachev1alpha1.HiCacheDeployment{}
+	if err := json.Unmarshal(defaulted, hcd); err != nil {
+		return nil, fmt.Errorf("%s: %s", where, decodeMessage(err))
 	}
-	applyDefaults(hcd)
-	return []loaded{it}, nil, nil
+	return hcd, nil
+}
+
+// createRequest is the object a create request of js would carry: what the server keeps of its
+// metadata on create (the name, the namespace, labels and annotations; uid, resourceVersion and
+// the like are the server's).
+func createRequest(js []byte) (map[string]any, error) {
+	obj := map[string]any{}
+	if err := json.Unmarshal(js, &obj); err != nil {
+		return nil, err
+	}
+	if m, ok := obj["metadata"].(map[string]any); ok {
+		kept := map[string]any{}
+		for _, k := range []string{"name", "generateName", "namespace", "labels", "annotations"} {
+			if v, ok := m[k]; ok {
+				kept[k] = v
+			}
+		}
+		obj["metadata"] = kept
+	}
+	return obj, nil
 }
 
 // typeErrorRE matches the JSON decoder's type errors, such as "json: cannot unmarshal string into

@@ -1,20 +1,16 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	"sigs.k8s.io/yaml"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/crdvalidation"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
 const validHCD = `apiVersion: hicache.io/v1alpha1
@@ -69,7 +65,7 @@ func TestBadFiles(t *testing.T) {
 		},
 		"missing model path": {
 			content: strings.Replace(validHCD, "    path: Qwen/Qwen3-32B\n", "", 1),
-			want:    []string{"spec.model.path is required", `HiCacheDeployment "broken"`},
+			want:    []string{`HiCacheDeployment.hicache.io "broken" is invalid: [spec.model: Required value`},
 		},
 		"unknown profile": {
 			content: strings.Replace(validHCD, "profile: Qwen3", "profile: Qwen9", 1),
@@ -77,11 +73,11 @@ func TestBadFiles(t *testing.T) {
 		},
 		"wrong type": {
 			content: strings.Replace(validHCD, "tensorParallel: 4", `tensorParallel: "four"`, 1),
-			want:    []string{"spec.topology.tensorParallel", "int32"},
+			want:    []string{`spec.topology.tensorParallel: Invalid value: "string": spec.topology.tensorParallel in body must be of type integer: "string"`},
 		},
 		"group not a whole number of nodes": {
 			content: strings.Replace(validHCD, "tensorParallel: 4", "tensorParallel: 6", 1),
-			want:    []string{"spec.topology", "6 GPUs"},
+			want:    []string{"spec.topology: tensorParallel x pipelineParallel must be a multiple or a divisor of gpusPerNode"},
 		},
 		"fixed strategy without a namespace": {
 			content: strings.Replace(validHCD, "      name: mooncake\n", "      name: mooncake\n    namespaceStrategy: Fixed\n", 1),
@@ -89,7 +85,7 @@ func TestBadFiles(t *testing.T) {
 		},
 		"ratio not above one": {
 			content: strings.Replace(validHCD, "pageSize: 64", `ratio: "0.5"`, 1),
-			want:    []string{"spec.hicache.ratio"},
+			want:    []string{`spec.hicache.ratio: Invalid value: "0.5": spec.hicache.ratio must be greater than 1`},
 		},
 		"not YAML": {
 			content: "spec: [unclosed\n",
@@ -154,104 +150,44 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-// TestDefaultsMatchCRD applies the generated CRD's structural defaults, as the API server does,
-// and checks that the plugin's defaulting gives the same object. A new +kubebuilder:default
-// marker that the plugin does not mirror fails here.
-func TestDefaultsMatchCRD(t *testing.T) {
-	schema := crdSchema(t)
-	inputs := map[string]string{
-		"minimal": `apiVersion: hicache.io/v1alpha1
-kind: HiCacheDeployment
-metadata: {name: minimal}
-spec:
-  model: {path: m}
-  profile: Qwen3
-  storage: {backendRef: {name: mooncake}}
-`,
-		"empty topology and hicache": `apiVersion: hicache.io/v1alpha1
-kind: HiCacheDeployment
-metadata: {name: empty}
-spec:
-  model: {path: m}
-  profile: DeepSeekV3
-  topology: {}
-  hicache: {}
-  rollout: {}
-  template:
-    tolerations: [{key: gpu, operator: Exists}]
-    env: [{name: A, value: b}]
-`,
-	}
-	matches, err := filepath.Glob(filepath.Join(samplesDir, "hicachedeployment_*.yaml"))
+// TestRefusedLikeTheAPIServer reads every object of the shared table of refused objects as a
+// file: the plugin must refuse it with the API server's message, word for word (the integration
+// suite records what a real kube-apiserver answered). Objects of other kinds than
+// HiCacheDeployment go through the plugin's admission directly: plan reads only
+// HiCacheDeployments.
+func TestRefusedLikeTheAPIServer(t *testing.T) {
+	server := testutil.RefusedMessages(t)
+	v, err := crdvalidation.Default()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range matches {
-		b, err := os.ReadFile(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		inputs[filepath.Base(m)] = string(b)
-	}
-	for name, in := range inputs {
-		t.Run(name, func(t *testing.T) {
-			js, err := yaml.YAMLToJSON([]byte(in))
-			if err != nil {
-				t.Fatal(err)
+	for _, tc := range testutil.RefusedObjects() {
+		t.Run(tc.Name, func(t *testing.T) {
+			want, ok := server[tc.Name]
+			if !ok {
+				t.Fatalf("no message of the API server for this case; run the integration suite with -update")
 			}
-			var obj map[string]any
-			if err := json.Unmarshal(js, &obj); err != nil {
-				t.Fatal(err)
+			obj := tc.Object(t)
+			name := obj["metadata"].(map[string]any)["name"].(string)
+			kind := tc.Kind(t)
+			if kind != kindHiCacheDeployment {
+				_, errs, err := v.Admit(context.Background(), obj, defaultNamespace)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := crdvalidation.Message(errs); got != want {
+					t.Errorf("the plugin's admission says\n  %s\nthe API server says\n  %s", got, want)
+				}
+				return
 			}
-			defaulting.Default(obj, schema)
-			b, err := json.Marshal(obj)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := &hicachev1alpha1.HiCacheDeployment{}
-			if err := json.Unmarshal(b, want); err != nil {
-				t.Fatal(err)
-			}
-
-			items, err := loadDeployments(source{name: writeFile(t, "in.yaml", in)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(want, items[0].hcd); diff != "" {
-				t.Errorf("plugin defaults differ from the CRD's (-crd +plugin):\n%s", diff)
+			path := writeFile(t, "refused.yaml", tc.Doc)
+			res := runPlugin(t, "", "plan", "-f", path)
+			wantErr := fmt.Sprintf("error: %s: %s.%s %q is invalid: %s\n", path, kind, hicachev1alpha1.GroupVersion.Group, name, want)
+			if res.code != 1 || res.stderr != wantErr {
+				t.Errorf("exit code %d, stderr\n  %q\nwant exit code 1 and the API server's message\n  %q", res.code, res.stderr, wantErr)
 			}
 		})
 	}
-}
-
-func crdSchema(t *testing.T) *structuralschema.Structural {
-	t.Helper()
-	b, err := os.ReadFile("../../config/crd/bases/hicache.io_hicachedeployments.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(b, crd); err != nil {
-		t.Fatal(err)
-	}
-	var v1Schema *apiextensionsv1.JSONSchemaProps
-	for _, v := range crd.Spec.Versions {
-		if v.Name == hicachev1alpha1.GroupVersion.Version && v.Schema != nil {
-			v1Schema = v.Schema.OpenAPIV3Schema
-		}
-	}
-	if v1Schema == nil {
-		t.Fatalf("the CRD has no schema for %s", hicachev1alpha1.GroupVersion.Version)
-	}
-	internal := &apiextensions.JSONSchemaProps{}
-	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v1Schema, internal, nil); err != nil {
-		t.Fatal(err)
-	}
-	s, err := structuralschema.NewStructural(internal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 func mustYAML(t *testing.T, v any) string {

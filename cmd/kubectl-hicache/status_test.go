@@ -27,9 +27,12 @@ type observed struct{ obs *observation }
 // the operator writes for it.
 func observe(t *testing.T, sampleName string) *observed {
 	t.Helper()
-	h := readHCD(t, sample(sampleName))
+	items, err := loadDeployments(source{name: sample(sampleName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := items[0].hcd
 	h.Namespace, h.Generation = "serving", 3
-	applyDefaults(h)
 	r := resolveHCD(t, h)
 	at := metav1.NewTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	h.Status = hicachev1alpha1.HiCacheDeploymentStatus{

@@ -2,18 +2,26 @@ package integration
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/crdvalidation"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
+
+var update = flag.Bool("update", false, "rewrite the golden files from what the API server answers")
 
 // decode turns one YAML document into an object.
 func decode(t *testing.T, doc string) *unstructured.Unstructured {
@@ -85,267 +93,36 @@ func hcdWith(t *testing.T, spec string) *unstructured.Unstructured {
 	return obj
 }
 
+// TestBadObjectsAreRefusedWithAReadableMessage sends every object of the shared table of refused
+// objects to the API server and checks that it is refused with a message saying what to fix. The
+// server's full messages are the reference the kubectl plugin is held to (its own test reads
+// them); -update rewrites them from what the server answered.
 func TestBadObjectsAreRefusedWithAReadableMessage(t *testing.T) {
 	ns := newNamespace(t)
-	cases := map[string]struct {
-		obj  func(t *testing.T) *unstructured.Unstructured
-		want string
-	}{
-		"unknown profile": {
-			obj:  func(t *testing.T) *unstructured.Unstructured { return hcdWith(t, `profile: GPT5`) },
-			want: `spec.profile: Unsupported value: "GPT5"`,
-		},
-		"no profile and no attention kind": {
-			obj:  func(t *testing.T) *unstructured.Unstructured { return hcdWith(t, `profile: null`) },
-			want: "set spec.profile to a built-in architecture",
-		},
-		"unknown attention kind": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return hcdWith(t, `topology: {attention: GQA2, tensorParallel: 8}`)
-			},
-			want: `spec.topology.attention: Unsupported value: "GQA2"`,
-		},
-		"tensor parallel zero": {
-			obj:  func(t *testing.T) *unstructured.Unstructured { return hcdWith(t, `topology: {tensorParallel: 0}`) },
-			want: "spec.topology.tensorParallel: Invalid value: 0: spec.topology.tensorParallel in body should be greater than or equal to 1",
-		},
-		"tensor parallel too large": {
-			obj:  func(t *testing.T) *unstructured.Unstructured { return hcdWith(t, `topology: {tensorParallel: 512}`) },
-			want: "should be less than or equal to 256",
-		},
-		"TP x PP neither a multiple nor a divisor of gpusPerNode": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return hcdWith(t, `topology: {tensorParallel: 3, gpusPerNode: 8}`)
-			},
-			want: "tensorParallel x pipelineParallel must be a multiple or a divisor of gpusPerNode",
-		},
-		"dp attention without data parallel": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return hcdWith(t, `topology: {tensorParallel: 8, dpAttention: true}`)
-			},
-			want: "dpAttention needs dataParallel > 1 dividing tensorParallel",
-		},
-		"hicache ratio not above 1": {
-			obj:  func(t *testing.T) *unstructured.Unstructured { return hcdWith(t, `hicache: {ratio: "1"}`) },
-			want: "spec.hicache.ratio must be greater than 1",
-		},
-		"hicache ratio not a number": {
-			obj:  func(t *testing.T) *unstructured.Unstructured { return hcdWith(t, `hicache: {ratio: "two"}`) },
-			want: "spec.hicache.ratio in body should match",
-		},
-		"ratio and size together": {
-			obj:  func(t *testing.T) *unstructured.Unstructured { return hcdWith(t, `hicache: {ratio: "2", sizeGB: 100}`) },
-			want: "set ratio or sizeGB, not both",
-		},
-		"page_first with the direct io backend": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return hcdWith(t, `hicache: {memLayout: page_first, ioBackend: direct}`)
-			},
-			want: "page_first and page_first_direct need ioBackend kernel",
-		},
-		"unknown memory layout": {
-			obj:  func(t *testing.T) *unstructured.Unstructured { return hcdWith(t, `hicache: {memLayout: page_last}`) },
-			want: `spec.hicache.memLayout: Unsupported value: "page_last"`,
-		},
-		"unknown kv cache dtype": {
-			obj:  func(t *testing.T) *unstructured.Unstructured { return hcdWith(t, `hicache: {kvCacheDType: int3}`) },
-			want: `spec.hicache.kvCacheDType: Unsupported value: "int3"`,
-		},
-		"buffer_only without storage": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return hcdWith(t, "hicache: {hostMemoryMode: buffer_only}\nstorage: null")
-			},
-			want: "buffer_only keeps no KV in host memory and needs an L3 store",
-		},
-		"draft that needs a model without one": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return hcdWith(t, `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE3}}`)
-			},
-			want: "spec.topology.draft.modelPath is required",
-		},
-		"unknown draft algorithm": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return hcdWith(t, `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: MEDUSA}}`)
-			},
-			want: `spec.topology.draft.algorithm: Unsupported value: "MEDUSA"`,
-		},
-		"ngram draft with a model": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return hcdWith(t, `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: NGRAM, modelPath: x}}`)
-			},
-			want: "modelPath must be empty for NGRAM",
-		},
-		"fixed strategy without a namespace": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return hcdWith(t, `storage: {backendRef: {name: m}, namespaceStrategy: Fixed}`)
-			},
-			want: "spec.storage.namespace is required with the Fixed namespace strategy",
-		},
-		"namespace with the LayoutHash strategy": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return hcdWith(t, `storage: {backendRef: {name: m}, namespace: mine}`)
-			},
-			want: "spec.storage.namespace is only used with namespaceStrategy Fixed",
-		},
-		"namespace that is not a DNS label": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return hcdWith(t, `storage: {backendRef: {name: m}, namespaceStrategy: Fixed, namespace: My_NS}`)
-			},
-			want: "spec.storage.namespace in body should match",
-		},
-		"deployment name with a dot": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				o := hcdWith(t, `replicas: 1`)
-				o.SetName("qwen3.5-32b")
-				return o
-			},
-			want: "metadata.name must be a DNS label",
-		},
-		"deployment name too long for its pods' labels": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				o := hcdWith(t, `replicas: 1`)
-				o.SetName(strings.Repeat("n", 41))
-				return o
-			},
-			want: "of at most 40 characters",
-		},
-		"negative replicas": {
-			obj:  func(t *testing.T) *unstructured.Unstructured { return hcdWith(t, `replicas: -1`) },
-			want: "spec.replicas in body should be greater than or equal to 0",
-		},
-		"model path empty": {
-			obj:  func(t *testing.T) *unstructured.Unstructured { return hcdWith(t, `model: {path: ""}`) },
-			want: "spec.model.path in body should be at least 1 chars long",
-		},
-		"model path too long": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return hcdWith(t, `model: {path: `+strings.Repeat("m", 600)+`}`)
-			},
-			want: "spec.model.path: Too long: may not be more than 512",
-		},
-		"too many extra args": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return hcdWith(t, `template: {extraArgs: [`+strings.Repeat(`"--x",`, 70)+`"--y"]}`)
-			},
-			want: "spec.template.extraArgs: Too many: 71: must have at most 64 items",
-		},
-		"backend both managed and external": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return decode(t, `
-apiVersion: hicache.io/v1alpha1
-kind: CacheBackend
-metadata: {name: both}
-spec:
-  mooncake:
-    managed: {}
-    external: {rpcAddress: "m:50051", adminURL: "http://m:9003"}`)
-			},
-			want: "set exactly one of managed (the operator runs the master) or external",
-		},
-		"backend neither managed nor external": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return decode(t, `
-apiVersion: hicache.io/v1alpha1
-kind: CacheBackend
-metadata: {name: neither}
-spec: {mooncake: {}}`)
-			},
-			want: "set exactly one of managed",
-		},
-		"backend of type Mooncake without mooncake settings": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return decode(t, `
-apiVersion: hicache.io/v1alpha1
-kind: CacheBackend
-metadata: {name: empty}
-spec: {type: Mooncake}`)
-			},
-			want: "spec.mooncake is required when spec.type is Mooncake",
-		},
-		"external backend with a bad admin URL": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return decode(t, `
-apiVersion: hicache.io/v1alpha1
-kind: CacheBackend
-metadata: {name: badurl}
-spec: {mooncake: {external: {rpcAddress: "m:50051", adminURL: "m:9003"}}}`)
-			},
-			want: "spec.mooncake.external.adminURL in body should match",
-		},
-		"managed backend in multi-tenant mode": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return decode(t, `
-apiVersion: hicache.io/v1alpha1
-kind: CacheBackend
-metadata: {name: tenants}
-spec: {mooncake: {multiTenant: true, managed: {}}}`)
-			},
-			want: "multiTenant is only supported with an external master",
-		},
-		"managed backend with an eviction ratio above 1": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return decode(t, `
-apiVersion: hicache.io/v1alpha1
-kind: CacheBackend
-metadata: {name: evict}
-spec: {mooncake: {managed: {evictionRatio: "1.5"}}}`)
-			},
-			want: "spec.mooncake.managed.evictionRatio in body should match",
-		},
-		"namespace flush without a prefix": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return decode(t, `
-apiVersion: hicache.io/v1alpha1
-kind: CacheFlush
-metadata: {name: noprefix}
-spec: {backendRef: {name: mooncake}, scope: Namespace}`)
-			},
-			want: "spec.namespace (the key prefix to remove) is required when scope is Namespace",
-		},
-		"tenant flush without a tenant": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return decode(t, `
-apiVersion: hicache.io/v1alpha1
-kind: CacheFlush
-metadata: {name: notenant}
-spec: {backendRef: {name: mooncake}, scope: Tenant}`)
-			},
-			want: "spec.tenant is required when scope is Tenant",
-		},
-		"flush of the whole store with a prefix": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return decode(t, `
-apiVersion: hicache.io/v1alpha1
-kind: CacheFlush
-metadata: {name: allprefix}
-spec: {backendRef: {name: mooncake}, scope: All, namespace: hc-1}`)
-			},
-			want: "spec.namespace is only used with scope Namespace",
-		},
-		"unknown flush scope": {
-			obj: func(t *testing.T) *unstructured.Unstructured {
-				return decode(t, `
-apiVersion: hicache.io/v1alpha1
-kind: CacheFlush
-metadata: {name: badscope}
-spec: {backendRef: {name: mooncake}, scope: Everything}`)
-			},
-			want: `spec.scope: Unsupported value: "Everything"`,
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			obj := tc.obj(t)
+	got := map[string]string{}
+	for _, tc := range testutil.RefusedObjects() {
+		t.Run(tc.Name, func(t *testing.T) {
+			obj := &unstructured.Unstructured{Object: tc.Object(t)}
 			obj.SetNamespace(ns)
 			err := k8sClient.Create(context.Background(), obj, client.DryRunAll)
 			if err == nil {
-				t.Fatalf("the API server accepted it; want a refusal saying %q", tc.want)
+				t.Fatalf("the API server accepted it; want a refusal saying %q", tc.Want)
 			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("refused with\n  %v\nwant the message to contain\n  %q", err, tc.want)
+			if !strings.Contains(err.Error(), tc.Want) {
+				t.Fatalf("refused with\n  %v\nwant the message to contain\n  %q", err, tc.Want)
 			}
+			prefix := fmt.Sprintf("%s.%s %q is invalid: ", obj.GetKind(), hicachev1alpha1.GroupVersion.Group, obj.GetName())
+			msg, ok := strings.CutPrefix(err.Error(), prefix)
+			if !ok || !apierrors.IsInvalid(err) {
+				t.Fatalf("refused with %v; want an Invalid error starting with %q", err, prefix)
+			}
+			got[tc.Name] = msg
 		})
 	}
+	if t.Failed() {
+		return
+	}
+	testutil.CompareGolden(t, testutil.RefusedMessagesFile(), testutil.EncodeRefusedMessages(t, got), *update)
 }
 
 func TestCacheFlushSpecIsImmutable(t *testing.T) {
@@ -428,5 +205,43 @@ func TestHiCacheDeploymentScalesThroughTheScaleSubresource(t *testing.T) {
 	}
 	if got, _, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas"); got != 3 {
 		t.Errorf("spec.replicas = %d after scaling to 3", got)
+	}
+}
+
+// TestOfflineAdmissionDefaultsLikeTheServer creates every sample (dry run) and checks that the
+// kubectl plugin's offline admission (crdvalidation, the CRD's own defaults) fills in the same
+// spec as the API server.
+func TestOfflineAdmissionDefaultsLikeTheServer(t *testing.T) {
+	ns := newNamespace(t)
+	v, err := crdvalidation.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(repoRoot(), "config", "samples", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(data), "\n---\n") {
+			offline, errs, err := v.Admit(context.Background(), decode(t, doc).Object, ns)
+			if err != nil || len(errs) > 0 {
+				t.Fatalf("%s: offline admission: %v %v", filepath.Base(f), err, errs)
+			}
+			obj := decode(t, doc)
+			obj.SetNamespace(ns)
+			if err := k8sClient.Create(context.Background(), obj, client.DryRunAll); err != nil {
+				t.Fatalf("%s: %v", filepath.Base(f), err)
+			}
+			if diff := cmp.Diff(obj.Object["spec"], offline["spec"]); diff != "" {
+				t.Errorf("%s %s: spec defaulted differently (-server +offline):\n%s", filepath.Base(f), obj.GetName(), diff)
+			}
+		}
 	}
 }

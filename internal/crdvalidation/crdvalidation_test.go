@@ -1,0 +1,131 @@
+package crdvalidation
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hicache-io/hicache-operator/internal/testutil"
+)
+
+func admit(t *testing.T, doc string) (map[string]any, field.ErrorList) {
+	t.Helper()
+	v, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := map[string]any{}
+	if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, err := v.Admit(context.Background(), obj, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, errs
+}
+
+// TestSamplesAreAdmitted admits every sample of config/samples: the embedded CRDs accept them.
+func TestSamplesAreAdmitted(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(testutil.SamplesDir(), "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(b), "\n---\n") {
+			if _, errs := admit(t, doc); len(errs) > 0 {
+				t.Errorf("%s: refused: %s", filepath.Base(f), Message(errs))
+			}
+			seen++
+		}
+	}
+	if seen < 6 {
+		t.Fatalf("admitted %d samples, want at least 6", seen)
+	}
+}
+
+// TestDefaultsAreFilledIn checks the defaults the integration suite sees the API server fill in.
+func TestDefaultsAreFilledIn(t *testing.T) {
+	got, errs := admit(t, `apiVersion: hicache.io/v1alpha1
+kind: HiCacheDeployment
+metadata: {name: defaults}
+spec:
+  model: {path: Qwen/Qwen3-8B}
+  profile: Qwen3
+  storage: {backendRef: {name: mooncake}}
+status: {replicas: 3}
+`)
+	if len(errs) > 0 {
+		t.Fatal(Message(errs))
+	}
+	want := map[string]any{
+		"model":    map[string]any{"path": "Qwen/Qwen3-8B"},
+		"profile":  "Qwen3",
+		"replicas": int64(1),
+		"topology": map[string]any{"tensorParallel": int64(1), "pipelineParallel": int64(1), "dataParallel": int64(1), "gpusPerNode": int64(8)},
+		"hicache":  map[string]any{},
+		"rollout":  map[string]any{"maxUnavailable": int64(1)},
+		"storage":  map[string]any{"backendRef": map[string]any{"name": "mooncake"}, "namespaceStrategy": "LayoutHash", "flushPolicy": "Auto", "protocol": "tcp"},
+	}
+	if diff := cmp.Diff(want, got["spec"]); diff != "" {
+		t.Errorf("defaulted spec (-want +got):\n%s", diff)
+	}
+	if _, ok := got["status"]; ok {
+		t.Errorf("status kept on create: %v", got["status"])
+	}
+	if ns := got["metadata"].(map[string]any)["namespace"]; ns != "default" {
+		t.Errorf("namespace %v, want the request's (default)", ns)
+	}
+}
+
+// TestRefusals checks a rule of each layer the server runs: schema, metadata, CEL.
+func TestRefusals(t *testing.T) {
+	base := `apiVersion: hicache.io/v1alpha1
+kind: CacheFlush
+metadata: {name: f}
+spec: {backendRef: {name: mooncake}, scope: Namespace, namespace: hc-1}
+`
+	cases := map[string]struct {
+		doc, want string
+	}{
+		"accepted":     {doc: base},
+		"enum":         {doc: strings.Replace(base, "scope: Namespace", "scope: Some", 1), want: `spec.scope: Unsupported value: "Some"`},
+		"cel":          {doc: strings.Replace(base, ", namespace: hc-1", "", 1), want: "spec.namespace (the key prefix to remove) is required when scope is Namespace"},
+		"metadata":     {doc: strings.Replace(base, "name: f}", "name: F_}", 1), want: `metadata.name: Invalid value: "F_": a lowercase RFC 1123 subdomain`},
+		"missing name": {doc: strings.Replace(base, "name: f}", "labels: {a: b}}", 1), want: "metadata.name: Required value: name or generateName is required"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, errs := admit(t, tc.doc)
+			got := Message(errs)
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestUnknownKind(t *testing.T) {
+	v, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = v.Admit(context.Background(), map[string]any{"apiVersion": "v1", "kind": "Pod"}, "")
+	if err == nil || !strings.Contains(err.Error(), "no CustomResourceDefinition serves /v1, Kind=Pod") {
+		t.Errorf("got %v", err)
+	}
+}

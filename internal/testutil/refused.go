@@ -1,0 +1,204 @@
+package testutil
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// RefusedObject is an object of the hicache.io API that the API server refuses on create. The
+// integration suite sends each to a real kube-apiserver and the kubectl plugin reads each as a
+// file: both must refuse it with the same words, the ones in RefusedMessagesFile.
+type RefusedObject struct {
+	// Name names the case.
+	Name string
+	// Doc is the object as YAML.
+	Doc string
+	// Want is the part of the refusal that tells a person what to fix.
+	Want string
+}
+
+// Kind is the object's kind.
+func (r RefusedObject) Kind(t testing.TB) string {
+	t.Helper()
+	k, _ := r.Object(t)["kind"].(string)
+	return k
+}
+
+// Object decodes the object.
+func (r RefusedObject) Object(t testing.TB) map[string]any {
+	t.Helper()
+	obj := map[string]any{}
+	if err := yaml.Unmarshal([]byte(r.Doc), &obj); err != nil {
+		t.Fatalf("%s: decoding %q: %v", r.Name, r.Doc, err)
+	}
+	return obj
+}
+
+// RefusedMessagesFile holds the API server's full message for every RefusedObject (the part
+// after `... is invalid: `), keyed by name. The integration suite writes it with -update from
+// what the API server answered.
+func RefusedMessagesFile() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "testdata", "refused-messages.golden.json")
+}
+
+// RefusedMessages reads RefusedMessagesFile.
+func RefusedMessages(t testing.TB) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(RefusedMessagesFile())
+	if err != nil {
+		t.Fatalf("reading the API server's messages (the integration suite writes them with -update): %v", err)
+	}
+	out := map[string]string{}
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// EncodeRefusedMessages is the content of RefusedMessagesFile for messages.
+func EncodeRefusedMessages(t testing.TB, messages map[string]string) []byte {
+	t.Helper()
+	b, err := json.MarshalIndent(messages, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(b, '\n')
+}
+
+// refusedHCD is the HiCacheDeployment the HiCacheDeployment cases change: valid as it is.
+const refusedHCD = `apiVersion: hicache.io/v1alpha1
+kind: HiCacheDeployment
+metadata: {name: x}
+spec:
+  model: {path: deepseek-ai/DeepSeek-V4}
+  profile: DeepSeekV4
+  topology: {tensorParallel: 16, gpusPerNode: 8}
+  storage: {backendRef: {name: mooncake}}
+`
+
+// hcdWith is refusedHCD with the top-level fields of spec replaced by those of patch (a null
+// removes one), named name.
+func hcdWith(name, patch string) string {
+	obj := map[string]any{}
+	if err := yaml.Unmarshal([]byte(refusedHCD), &obj); err != nil {
+		panic(err)
+	}
+	p := map[string]any{}
+	if err := yaml.Unmarshal([]byte(patch), &p); err != nil {
+		panic(fmt.Sprintf("decoding %q: %v", patch, err))
+	}
+	spec := obj["spec"].(map[string]any)
+	for k, v := range p {
+		if v == nil {
+			delete(spec, k)
+			continue
+		}
+		spec[k] = v
+	}
+	obj["metadata"].(map[string]any)["name"] = name
+	b, err := yaml.Marshal(obj)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// RefusedObjects is the table of objects the API server refuses, sorted by name.
+func RefusedObjects() []RefusedObject {
+	hcd := func(name, patch, want string) RefusedObject {
+		return RefusedObject{Name: name, Doc: hcdWith("x", patch), Want: want}
+	}
+	out := []RefusedObject{
+		hcd("unknown profile", `profile: GPT5`, `spec.profile: Unsupported value: "GPT5"`),
+		hcd("no profile and no attention kind", `profile: null`, "set spec.profile to a built-in architecture"),
+		hcd("unknown attention kind", `topology: {attention: GQA2, tensorParallel: 8}`, `spec.topology.attention: Unsupported value: "GQA2"`),
+		hcd("tensor parallel zero", `topology: {tensorParallel: 0}`,
+			"spec.topology.tensorParallel: Invalid value: 0: spec.topology.tensorParallel in body should be greater than or equal to 1"),
+		hcd("tensor parallel too large", `topology: {tensorParallel: 512}`, "should be less than or equal to 256"),
+		hcd("TP x PP neither a multiple nor a divisor of gpusPerNode", `topology: {tensorParallel: 3, gpusPerNode: 8}`,
+			"tensorParallel x pipelineParallel must be a multiple or a divisor of gpusPerNode"),
+		hcd("dp attention without data parallel", `topology: {tensorParallel: 8, dpAttention: true}`, "dpAttention needs dataParallel > 1 dividing tensorParallel"),
+		hcd("hicache ratio not above 1", `hicache: {ratio: "1"}`, "spec.hicache.ratio must be greater than 1"),
+		hcd("hicache ratio not a number", `hicache: {ratio: "two"}`, "spec.hicache.ratio in body should match"),
+		hcd("ratio and size together", `hicache: {ratio: "2", sizeGB: 100}`, "set ratio or sizeGB, not both"),
+		hcd("unknown memory layout", `hicache: {memLayout: page_last}`, `spec.hicache.memLayout: Unsupported value: "page_last"`),
+		hcd("unknown kv cache dtype", `hicache: {kvCacheDType: int3}`, `spec.hicache.kvCacheDType: Unsupported value: "int3"`),
+		hcd("buffer_only without storage", "hicache: {hostMemoryMode: buffer_only}\nstorage: null", "buffer_only keeps no KV in host memory and needs an L3 store"),
+		hcd("draft that needs a model without one", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE3}}`, "spec.topology.draft.modelPath is required"),
+		hcd("unknown draft algorithm", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: MEDUSA}}`, `spec.topology.draft.algorithm: Unsupported value: "MEDUSA"`),
+		hcd("ngram draft with a model", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: NGRAM, modelPath: x}}`, "modelPath must be empty for NGRAM"),
+		hcd("fixed strategy without a namespace", `storage: {backendRef: {name: m}, namespaceStrategy: Fixed}`, "spec.storage.namespace is required with the Fixed namespace strategy"),
+		hcd("namespace with the LayoutHash strategy", `storage: {backendRef: {name: m}, namespace: mine}`, "spec.storage.namespace is only used with namespaceStrategy Fixed"),
+		hcd("namespace that is not a DNS label", `storage: {backendRef: {name: m}, namespaceStrategy: Fixed, namespace: My_NS}`, "spec.storage.namespace in body should match"),
+		{Name: "deployment name with a dot", Doc: hcdWith("qwen3.5-32b", `replicas: 1`), Want: "metadata.name must be a DNS label"},
+		{Name: "deployment name too long for its pods' labels", Doc: hcdWith(strings.Repeat("n", 41), `replicas: 1`), Want: "of at most 40 characters"},
+		hcd("negative replicas", `replicas: -1`, "spec.replicas in body should be greater than or equal to 0"),
+		hcd("model path empty", `model: {path: ""}`, "spec.model.path in body should be at least 1 chars long"),
+		hcd("model path too long", `model: {path: `+strings.Repeat("m", 600)+`}`, "spec.model.path: Too long: may not be more than 512"),
+		hcd("too many extra args", `template: {extraArgs: [`+strings.Repeat(`"--x",`, 70)+`"--y"]}`, "spec.template.extraArgs: Too many: 71: must have at most 64 items"),
+		{Name: "backend both managed and external", Want: "set exactly one of managed (the operator runs the master) or external", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: both}
+spec:
+  mooncake:
+    managed: {}
+    external: {rpcAddress: "m:50051", adminURL: "http://m:9003"}`},
+		{Name: "backend neither managed nor external", Want: "set exactly one of managed", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: neither}
+spec: {mooncake: {}}`},
+		{Name: "backend of type Mooncake without mooncake settings", Want: "spec.mooncake is required when spec.type is Mooncake", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: empty}
+spec: {type: Mooncake}`},
+		{Name: "external backend with a bad admin URL", Want: "spec.mooncake.external.adminURL in body should match", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: badurl}
+spec: {mooncake: {external: {rpcAddress: "m:50051", adminURL: "m:9003"}}}`},
+		{Name: "managed backend in multi-tenant mode", Want: "multiTenant is only supported with an external master", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: tenants}
+spec: {mooncake: {multiTenant: true, managed: {}}}`},
+		{Name: "managed backend with an eviction ratio above 1", Want: "spec.mooncake.managed.evictionRatio in body should match", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: evict}
+spec: {mooncake: {managed: {evictionRatio: "1.5"}}}`},
+		{Name: "namespace flush without a prefix", Want: "spec.namespace (the key prefix to remove) is required when scope is Namespace", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheFlush
+metadata: {name: noprefix}
+spec: {backendRef: {name: mooncake}, scope: Namespace}`},
+		{Name: "tenant flush without a tenant", Want: "spec.tenant is required when scope is Tenant", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheFlush
+metadata: {name: notenant}
+spec: {backendRef: {name: mooncake}, scope: Tenant}`},
+		{Name: "flush of the whole store with a prefix", Want: "spec.namespace is only used with scope Namespace", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheFlush
+metadata: {name: allprefix}
+spec: {backendRef: {name: mooncake}, scope: All, namespace: hc-1}`},
+		{Name: "unknown flush scope", Want: `spec.scope: Unsupported value: "Everything"`, Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheFlush
+metadata: {name: badscope}
+spec: {backendRef: {name: mooncake}, scope: Everything}`},
+	}
+	slices.SortFunc(out, func(a, b RefusedObject) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
