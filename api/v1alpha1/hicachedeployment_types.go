@@ -25,7 +25,8 @@ const (
 	AttentionHybridMambaMLA AttentionKind = "HybridMambaMLA"
 )
 
-// DraftAlgorithm is SGLang's --speculative-algorithm.
+// DraftAlgorithm is SGLang's --speculative-algorithm. The operator supports these of SGLang
+// 0.5.23's algorithms; UNO and FROZEN_KV_MTP are left out (docs/compatibility.md says why).
 // +kubebuilder:validation:Enum=EAGLE;EAGLE3;NEXTN;STANDALONE;NGRAM;DFLASH;DSPARK
 type DraftAlgorithm string
 
@@ -40,6 +41,7 @@ type PoolName string
 // HiCacheDeploymentSpec is the desired state of a HiCacheDeployment.
 // +kubebuilder:validation:XValidation:rule="has(self.profile) || has(self.topology.attention)",message="set spec.profile to a built-in architecture (e.g. DeepSeekV4, Qwen3) or spec.topology.attention to describe the model"
 // +kubebuilder:validation:XValidation:rule="!has(self.hicache.hostMemoryMode) || self.hicache.hostMemoryMode != 'buffer_only' || has(self.storage)",message="spec.hicache.hostMemoryMode buffer_only keeps no KV in host memory and needs an L3 store: set spec.storage.backendRef"
+// +kubebuilder:validation:XValidation:rule="!has(self.hicache.memLayout) || self.hicache.memLayout != 'layer_first' || !has(self.storage)",message="spec.hicache.memLayout layer_first is not supported with the Mooncake L3 store (SGLang would switch to a page_first layout): use page_first, or page_first_direct with ioBackend direct"
 type HiCacheDeploymentSpec struct {
 	// model is the served model.
 	// +required
@@ -189,6 +191,8 @@ type TopologySpec struct {
 // DraftSpec is a speculative-decoding draft.
 // +kubebuilder:validation:XValidation:rule="!(self.algorithm in ['EAGLE3', 'STANDALONE', 'DFLASH', 'DSPARK']) || has(self.modelPath)",message="spec.topology.draft.modelPath is required: this speculative algorithm runs a separate draft checkpoint"
 // +kubebuilder:validation:XValidation:rule="self.algorithm != 'NGRAM' || !has(self.modelPath)",message="spec.topology.draft.modelPath must be empty for NGRAM, which drafts from the prompt and needs no model"
+// +kubebuilder:validation:XValidation:rule="self.algorithm == 'NGRAM' || !has(self.packedLayers) || self.packedLayers != 0 || has(self.modelPath)",message="spec.topology.draft.modelPath is required with packedLayers 0: a sidecar draft runs its own checkpoint"
+// +kubebuilder:validation:XValidation:rule="!has(self.dsparkBlockSize) || self.algorithm == 'DSPARK'",message="spec.topology.draft.dsparkBlockSize only applies to the DSPARK algorithm"
 type DraftSpec struct {
 	// algorithm is SGLang's --speculative-algorithm.
 	// +required
@@ -213,7 +217,7 @@ type DraftSpec struct {
 
 	// kvCacheDType is the draft's KV dtype (--speculative-draft-kv-cache-dtype).
 	// +optional
-	KVCacheDType KVCacheDType `json:"kvCacheDType,omitempty"`
+	KVCacheDType DraftKVCacheDType `json:"kvCacheDType,omitempty"`
 
 	// numSteps is --speculative-num-steps.
 	// +kubebuilder:validation:Minimum=1
@@ -240,9 +244,15 @@ type DraftSpec struct {
 	DSparkBlockSize int32 `json:"dsparkBlockSize,omitempty"`
 }
 
-// KVCacheDType is SGLang's --kv-cache-dtype.
-// +kubebuilder:validation:Enum=auto;fp8_e5m2;fp8_e4m3;bf16;bfloat16;fp4_e2m1
+// KVCacheDType is SGLang's --kv-cache-dtype: its choices in SGLang 0.5.23. SGLang checks at
+// start whether the GPU and attention backend support the 4-bit ones (nvfp4, fp4_mx_block16).
+// +kubebuilder:validation:Enum=auto;fp8_e5m2;fp8_e4m3;mxfp8;bf16;bfloat16;nvfp4;fp4_mx_block16
 type KVCacheDType string
+
+// DraftKVCacheDType is SGLang's --speculative-draft-kv-cache-dtype: its choices in SGLang 0.5.23
+// (fewer than the target's).
+// +kubebuilder:validation:Enum=auto;fp8_e5m2;fp8_e4m3;bf16;bfloat16
+type DraftKVCacheDType string
 
 // HostMemoryMode is --hicache-host-memory-mode.
 // +kubebuilder:validation:Enum=cache;buffer_only
@@ -252,7 +262,8 @@ type HostMemoryMode string
 // +kubebuilder:validation:Enum=write_back;write_through;write_through_selective
 type WritePolicy string
 
-// IOBackend is --hicache-io-backend.
+// IOBackend is --hicache-io-backend. SGLang's kernel_ascend (Ascend NPUs) is left out: rank pods
+// request NVIDIA GPUs.
 // +kubebuilder:validation:Enum=direct;kernel
 type IOBackend string
 
@@ -266,7 +277,9 @@ type PrefetchPolicy string
 
 // HiCacheSpec are the hierarchical cache settings.
 // +kubebuilder:validation:XValidation:rule="!(has(self.ratio) && has(self.sizeGB))",message="spec.hicache: set ratio or sizeGB, not both (sizeGB overrides ratio in SGLang, so one of them would be silently ignored)"
-// +kubebuilder:validation:XValidation:rule="!has(self.memLayout) || !(self.memLayout in ['page_first', 'page_first_direct']) || !has(self.ioBackend) || self.ioBackend == 'kernel'",message="spec.hicache.memLayout page_first and page_first_direct need ioBackend kernel"
+// +kubebuilder:validation:XValidation:rule="!has(self.memLayout) || self.memLayout != 'page_first_direct' || (has(self.ioBackend) && self.ioBackend == 'direct')",message="spec.hicache.memLayout page_first_direct needs ioBackend direct (the default, kernel, makes SGLang switch to direct on its own)"
+// +kubebuilder:validation:XValidation:rule="!has(self.ioBackend) || self.ioBackend != 'direct' || (has(self.memLayout) && self.memLayout in ['layer_first', 'page_first_direct'])",message="spec.hicache.ioBackend direct needs memLayout page_first_direct or layer_first: SGLang's direct copies know no other layout (it switches page_first, the default, to page_first_direct on its own)"
+// +kubebuilder:validation:XValidation:rule="!has(self.hostMemoryMode) || self.hostMemoryMode != 'buffer_only' || !has(self.writePolicy) || self.writePolicy != 'write_back'",message="spec.hicache.writePolicy write_back does not apply to hostMemoryMode buffer_only (there is no host tier to write back from): use write_through"
 type HiCacheSpec struct {
 	// hostMemoryMode is how host memory is used: cache keeps KV in host memory (L2); buffer_only
 	// uses it only as a staging buffer to L3.

@@ -125,6 +125,16 @@ func TestBadFiles(t *testing.T) {
 	}
 }
 
+// TestAcceptedLikeTheAPIServer plans the shared table's objects that the API server accepts
+// (the integration suite creates them).
+func TestAcceptedLikeTheAPIServer(t *testing.T) {
+	for _, tc := range testutil.AcceptedObjects() {
+		t.Run(tc.Name, func(t *testing.T) {
+			runPlugin(t, "", "plan", "-f", writeFile(t, "accepted.yaml", tc.Doc)).mustSucceed(t)
+		})
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	cases := map[string]struct {
 		args []string

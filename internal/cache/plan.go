@@ -58,7 +58,7 @@ const (
 	WarnDraftShardsNotWritten WarningCode = "DraftShardsNotWritten"
 	// WarnDraftParallelism: SGLang refuses this speculative algorithm with
 	// this parallelism at start (DFLASH needs pp 1, DSPARK pp 1 outside PD
-	// prefill, UNO tp = pp = 1), as of 0.5.23.
+	// prefill), as of 0.5.23.
 	WarnDraftParallelism WarningCode = "DraftParallelism"
 )
 
@@ -226,9 +226,6 @@ func planWarnings(t Topology) []Warning {
 	case t.Draft.Algorithm == DraftDSPARK && t.PipelineParallel > 1:
 		out = append(out, Warning{Code: WarnDraftParallelism, Message: fmt.Sprintf(
 			"SGLang runs DSPARK with --pp-size > 1 only on PD prefill servers; this topology has pipelineParallel %d", t.PipelineParallel)})
-	case t.Draft.Algorithm == DraftUNO && (t.TensorParallel != 1 || t.PipelineParallel != 1):
-		out = append(out, Warning{Code: WarnDraftParallelism, Message: fmt.Sprintf(
-			"SGLang runs UNO only with --tp-size 1 and --pp-size 1; this topology has tensorParallel %d, pipelineParallel %d", t.TensorParallel, t.PipelineParallel)})
 	}
 	return out
 }

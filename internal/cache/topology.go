@@ -137,20 +137,22 @@ const (
 type DraftAlgorithm string
 
 const (
-	DraftNone        DraftAlgorithm = ""
-	DraftEAGLE       DraftAlgorithm = "EAGLE"
-	DraftEAGLE3      DraftAlgorithm = "EAGLE3"
-	DraftNEXTN       DraftAlgorithm = "NEXTN" // alias of EAGLE in SGLang ("MTP")
-	DraftStandalone  DraftAlgorithm = "STANDALONE"
-	DraftNGRAM       DraftAlgorithm = "NGRAM"
-	DraftDFLASH      DraftAlgorithm = "DFLASH"
-	DraftDSPARK      DraftAlgorithm = "DSPARK"
-	DraftUNO         DraftAlgorithm = "UNO"
-	DraftFrozenKVMTP DraftAlgorithm = "FROZEN_KV_MTP"
+	DraftNone       DraftAlgorithm = ""
+	DraftEAGLE      DraftAlgorithm = "EAGLE"
+	DraftEAGLE3     DraftAlgorithm = "EAGLE3"
+	DraftNEXTN      DraftAlgorithm = "NEXTN" // alias of EAGLE in SGLang ("MTP")
+	DraftStandalone DraftAlgorithm = "STANDALONE"
+	DraftNGRAM      DraftAlgorithm = "NGRAM"
+	DraftDFLASH     DraftAlgorithm = "DFLASH"
+	DraftDSPARK     DraftAlgorithm = "DSPARK"
 )
 
+// draftAlgorithms are the algorithms the cache model describes: the API's, a test keeps them
+// equal. SGLang 0.5.23 also has UNO (the target model with a LoRA, no draft pool) and
+// FROZEN_KV_MTP (a draft reading the target's KV, owning no pool), which the operator does not
+// offer yet (docs/compatibility.md).
 var draftAlgorithms = []DraftAlgorithm{
-	DraftEAGLE, DraftEAGLE3, DraftNEXTN, DraftStandalone, DraftNGRAM, DraftDFLASH, DraftDSPARK, DraftUNO, DraftFrozenKVMTP,
+	DraftEAGLE, DraftEAGLE3, DraftNEXTN, DraftStandalone, DraftNGRAM, DraftDFLASH, DraftDSPARK,
 }
 
 // DraftAlgorithms returns every speculative algorithm name the package knows
@@ -445,7 +447,7 @@ func (t Topology) validateDraft() []error {
 			add("topology.draft.packedLayers must be between 1 and %d for a packed draft, got %d", maxPackedDraftLayers, d.PackedLayers)
 		}
 		switch d.Algorithm {
-		case DraftEAGLE, DraftNEXTN, DraftFrozenKVMTP:
+		case DraftEAGLE, DraftNEXTN:
 		case DraftDSPARK:
 			if t.Attention != AttentionDSV4 {
 				add("topology.draft.placement Packed for DSPARK needs a %s target; DSpark on other models is a Sidecar draft", AttentionDSV4)

@@ -112,6 +112,22 @@ func hcdWith(name, patch string) string {
 	return string(b)
 }
 
+// AcceptedObjects are HiCacheDeployments near the refused ones that the API server accepts, and
+// so must the plugin: values of SGLang's choices and the combinations SGLang runs as written.
+func AcceptedObjects() []RefusedObject {
+	hcd := func(name, patch string) RefusedObject { return RefusedObject{Name: name, Doc: hcdWith("x", patch)} }
+	return []RefusedObject{
+		hcd("page_first_direct with the direct io backend", `hicache: {memLayout: page_first_direct, ioBackend: direct}`),
+		hcd("page_first with the kernel io backend", `hicache: {memLayout: page_first, ioBackend: kernel}`),
+		hcd("layer_first without an L3 store", "hicache: {memLayout: layer_first}\nstorage: null"),
+		hcd("mxfp8 kv cache", `hicache: {kvCacheDType: mxfp8}`),
+		hcd("nvfp4 kv cache", `hicache: {kvCacheDType: nvfp4}`),
+		hcd("fp4_mx_block16 kv cache", `hicache: {kvCacheDType: fp4_mx_block16}`),
+		hcd("bf16 draft kv cache", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE3, modelPath: m, kvCacheDType: bf16}}`),
+		hcd("buffer_only with write_through", `hicache: {hostMemoryMode: buffer_only, writePolicy: write_through}`),
+	}
+}
+
 // RefusedObjects is the table of objects the API server refuses, sorted by name.
 func RefusedObjects() []RefusedObject {
 	hcd := func(name, patch, want string) RefusedObject {
@@ -136,6 +152,20 @@ func RefusedObjects() []RefusedObject {
 		hcd("draft that needs a model without one", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE3}}`, "spec.topology.draft.modelPath is required"),
 		hcd("unknown draft algorithm", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: MEDUSA}}`, `spec.topology.draft.algorithm: Unsupported value: "MEDUSA"`),
 		hcd("ngram draft with a model", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: NGRAM, modelPath: x}}`, "modelPath must be empty for NGRAM"),
+		hcd("kv cache dtype SGLang does not know", `hicache: {kvCacheDType: fp4_e2m1}`, `spec.hicache.kvCacheDType: Unsupported value: "fp4_e2m1"`),
+		hcd("draft kv cache dtype only the target has", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE3, modelPath: m, kvCacheDType: nvfp4}}`,
+			`spec.topology.draft.kvCacheDType: Unsupported value: "nvfp4"`),
+		hcd("draft algorithm the operator does not offer", `topology: {tensorParallel: 1, gpusPerNode: 8, draft: {algorithm: UNO}}`, `spec.topology.draft.algorithm: Unsupported value: "UNO"`),
+		hcd("page_first_direct with the default io backend", `hicache: {memLayout: page_first_direct}`, "spec.hicache.memLayout page_first_direct needs ioBackend direct"),
+		hcd("page_first_direct with the kernel io backend", `hicache: {memLayout: page_first_direct, ioBackend: kernel}`, "spec.hicache.memLayout page_first_direct needs ioBackend direct"),
+		hcd("direct io backend with the default layout", `hicache: {ioBackend: direct}`, "spec.hicache.ioBackend direct needs memLayout page_first_direct or layer_first"),
+		hcd("direct io backend with page_head", `hicache: {ioBackend: direct, memLayout: page_head}`, "spec.hicache.ioBackend direct needs memLayout page_first_direct or layer_first"),
+		hcd("layer_first with an L3 store", `hicache: {memLayout: layer_first}`, "spec.hicache.memLayout layer_first is not supported with the Mooncake L3 store"),
+		hcd("buffer_only with write_back", `hicache: {hostMemoryMode: buffer_only, writePolicy: write_back}`, "spec.hicache.writePolicy write_back does not apply to hostMemoryMode buffer_only"),
+		hcd("sidecar draft without a model", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE, packedLayers: 0}}`,
+			"spec.topology.draft.modelPath is required with packedLayers 0"),
+		hcd("dspark block size with another algorithm", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE3, modelPath: m, dsparkBlockSize: 4}}`,
+			"spec.topology.draft.dsparkBlockSize only applies to the DSPARK algorithm"),
 		hcd("fixed strategy without a namespace", `storage: {backendRef: {name: m}, namespaceStrategy: Fixed}`, "spec.storage.namespace is required with the Fixed namespace strategy"),
 		hcd("namespace with the LayoutHash strategy", `storage: {backendRef: {name: m}, namespace: mine}`, "spec.storage.namespace is only used with namespaceStrategy Fixed"),
 		hcd("namespace that is not a DNS label", `storage: {backendRef: {name: m}, namespaceStrategy: Fixed, namespace: My_NS}`, "spec.storage.namespace in body should match"),

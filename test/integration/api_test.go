@@ -208,6 +208,21 @@ func TestHiCacheDeploymentScalesThroughTheScaleSubresource(t *testing.T) {
 	}
 }
 
+// TestNearMissesAreAccepted creates the shared table's accepted objects (dry run): the kubectl
+// plugin plans each of them too.
+func TestNearMissesAreAccepted(t *testing.T) {
+	ns := newNamespace(t)
+	for _, tc := range testutil.AcceptedObjects() {
+		t.Run(tc.Name, func(t *testing.T) {
+			obj := &unstructured.Unstructured{Object: tc.Object(t)}
+			obj.SetNamespace(ns)
+			if err := k8sClient.Create(context.Background(), obj, client.DryRunAll); err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+		})
+	}
+}
+
 // TestOfflineAdmissionDefaultsLikeTheServer creates every sample (dry run) and checks that the
 // kubectl plugin's offline admission (crdvalidation, the CRD's own defaults) fills in the same
 // spec as the API server.
