@@ -172,10 +172,6 @@ func Classify(old, new Config) Change {
 			Description: fmt.Sprintf("served model name %s → %s (the key prefix changes)", orNone(os.ServedModelName), orNone(ns.ServedModelName))})
 	}
 	ot, nt := old.Topology, new.Topology
-	if ot.Backend != nt.Backend {
-		c.add(FactChange{Name: "backend", Kind: Compatible, Old: string(ot.Backend), New: string(nt.Backend),
-			Description: fmt.Sprintf("storage backend %s → %s (another store)", orNone(string(ot.Backend)), orNone(string(nt.Backend)))})
-	}
 
 	neutral := func(name, label, ov, nv, note string) {
 		if ov == nv {

@@ -134,11 +134,6 @@ func TestClassify(t *testing.T) {
 				compatible: []string{"page size 64 → 128 (every page gets a new key; old objects are never read again)"},
 			},
 		},
-		"storage backend is compatible": {
-			old:  cfg(t, mk("Llama3").TP(2), s),
-			new:  cfg(t, mk("Llama3").TP(2).Backend(BackendFile), s),
-			want: want{kind: Compatible, sameNamespace: true, compatible: []string{"storage backend Mooncake → File (another store)"}},
-		},
 		"identical configs": {
 			old:  cfg(t, mk("KimiK3").TP(8), s),
 			new:  cfg(t, mk("KimiK3").TP(8), s),

@@ -26,8 +26,8 @@ var fuzzDraftPools = [][]PoolName{{PoolDraft}, {PoolDraft, PoolDraftSWA}, {PoolD
 
 // FuzzPlan builds topologies from structured random input. Invalid ones
 // must be rejected with an error; valid ones must plan so that every
-// rank-sharded pool is written by every rank of its shard group (except the
-// warned upstream gap), every replicated pool by exactly one rank per
+// rank-sharded pool is written by every rank of its shard group, every
+// replicated pool by exactly one rank per
 // (replica, PP stage, attention-DP group), and every rank reads every pool.
 func FuzzPlan(f *testing.F) {
 	// attn, tp, pp, dp, dpAttn, alg, placement, hostKind, draftPools, backend, layers, conv

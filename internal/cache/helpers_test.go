@@ -23,12 +23,11 @@ func explicit(attn AttentionKind, pools ...PoolName) *topoBuilder {
 	return b
 }
 
-func (b *topoBuilder) TP(n int) *topoBuilder              { b.t.TensorParallel = n; return b }
-func (b *topoBuilder) PP(n int) *topoBuilder              { b.t.PipelineParallel = n; return b }
-func (b *topoBuilder) DP(n int) *topoBuilder              { b.t.DataParallel = n; return b }
-func (b *topoBuilder) DPAttention() *topoBuilder          { b.t.DPAttention = true; return b }
-func (b *topoBuilder) Backend(x BackendType) *topoBuilder { b.t.Backend = x; return b }
-func (b *topoBuilder) Conv(n int) *topoBuilder            { b.t.MambaConvBuffers = n; return b }
+func (b *topoBuilder) TP(n int) *topoBuilder     { b.t.TensorParallel = n; return b }
+func (b *topoBuilder) PP(n int) *topoBuilder     { b.t.PipelineParallel = n; return b }
+func (b *topoBuilder) DP(n int) *topoBuilder     { b.t.DataParallel = n; return b }
+func (b *topoBuilder) DPAttention() *topoBuilder { b.t.DPAttention = true; return b }
+func (b *topoBuilder) Conv(n int) *topoBuilder   { b.t.MambaConvBuffers = n; return b }
 
 // Draft sets the algorithm (and a model path, which every sidecar needs).
 func (b *topoBuilder) Draft(a DraftAlgorithm) *topoBuilder {
@@ -103,14 +102,6 @@ func checkInvariants(topo Topology, p RankPlan) []string {
 	if got, want := len(p.Ranks), topo.TotalRanks(); got != want {
 		bad = append(bad, fmt.Sprintf("plan has %d ranks, want %d", got, want))
 	}
-	gap := map[PoolName]bool{}
-	for _, w := range p.Warnings {
-		if w.Code == WarnDraftShardsNotWritten {
-			for _, pl := range w.Pools {
-				gap[pl] = true
-			}
-		}
-	}
 	type groupKey struct{ rep, pp, dp int }
 	writers := map[groupKey]map[PoolName]int{}
 	seenGlobal := map[int]bool{}
@@ -145,7 +136,7 @@ func checkInvariants(topo Topology, p RankPlan) []string {
 			if !found {
 				bad = append(bad, fmt.Sprintf("rank %d does not read pool %s", r.GlobalRank, pl))
 			}
-			if topo.PoolSharding(pl) == RankSharded && !wrote[pl] && !gap[pl] {
+			if topo.PoolSharding(pl) == RankSharded && !wrote[pl] {
 				bad = append(bad, fmt.Sprintf("rank-sharded pool %s is not written by rank %d (tp %d pp %d dp %d)", pl, r.GlobalRank, r.TPRank, r.PPRank, r.DPRank))
 			}
 		}

@@ -146,11 +146,8 @@ func Facts(t Topology, s Settings) LayoutFacts {
 		} else {
 			f[FactDraftHostPool] = string(d.HostPoolKind)
 		}
-		switch {
-		case strings.TrimSpace(d.ModelPath) != "":
+		if strings.TrimSpace(d.ModelPath) != "" {
 			f[FactDraftModel] = strings.TrimRight(strings.TrimSpace(d.ModelPath), "/")
-		case d.Bundled:
-			f[FactDraftModel] = "bundled"
 		}
 	}
 	return f

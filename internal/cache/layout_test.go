@@ -149,15 +149,14 @@ func goldenConfigs(t testing.TB) map[string]Config {
 	v := Settings{SGLangVersion: "0.5.20"}
 	with := func(s Settings, model string) Settings { s.ModelPath = model; return s }
 	return map[string]Config{
-		"deepseek-v4-tp8-none":        {Topology: mk("DeepSeekV4").TP(8).Obj(t), Settings: with(v, "deepseek-ai/DeepSeek-V4")},
-		"deepseek-v4-tp8-nextn":       {Topology: mk("DeepSeekV4").TP(8).Draft(DraftNEXTN).Obj(t), Settings: with(v, "deepseek-ai/DeepSeek-V4")},
-		"deepseek-v4-tp8-dspark":      {Topology: mk("DeepSeekV4").TP(8).Draft(DraftDSPARK).Obj(t), Settings: with(v, "deepseek-ai/DeepSeek-V4")},
-		"deepseek-v4-tp8-eagle3-file": {Topology: mk("DeepSeekV4").TP(8).Draft(DraftEAGLE3).Backend(BackendFile).Obj(t), Settings: with(v, "deepseek-ai/DeepSeek-V4")},
-		"deepseek-v32-tp8-fp8":        {Topology: mk("DeepSeekV32").TP(8).Obj(t), Settings: Settings{ModelPath: "deepseek-ai/DeepSeek-V3.2", KVCacheDType: "fp8_e4m3", SGLangVersion: "0.5.20"}},
-		"kimi-k3-tp16-pp2":            {Topology: mk("KimiK3").TP(16).PP(2).Obj(t), Settings: with(v, "moonshotai/Kimi-K3")},
-		"qwen3-tp4-page-head-lcm8":    {Topology: mk("Qwen3").TP(4).Obj(t), Settings: Settings{ModelPath: "Qwen/Qwen3-32B", HostMemLayout: "page_head", TPLCMSize: 8}},
-		"llama3-tp8-eagle3":           {Topology: mk("Llama3").TP(8).Draft(DraftEAGLE3).Obj(t), Settings: with(v, "meta-llama/Llama-3.3-70B-Instruct")},
-		"empty":                       {},
+		"deepseek-v4-tp8-none":     {Topology: mk("DeepSeekV4").TP(8).Obj(t), Settings: with(v, "deepseek-ai/DeepSeek-V4")},
+		"deepseek-v4-tp8-nextn":    {Topology: mk("DeepSeekV4").TP(8).Draft(DraftNEXTN).Obj(t), Settings: with(v, "deepseek-ai/DeepSeek-V4")},
+		"deepseek-v4-tp8-dspark":   {Topology: mk("DeepSeekV4").TP(8).Draft(DraftDSPARK).Obj(t), Settings: with(v, "deepseek-ai/DeepSeek-V4")},
+		"deepseek-v32-tp8-fp8":     {Topology: mk("DeepSeekV32").TP(8).Obj(t), Settings: Settings{ModelPath: "deepseek-ai/DeepSeek-V3.2", KVCacheDType: "fp8_e4m3", SGLangVersion: "0.5.20"}},
+		"kimi-k3-tp16-pp2":         {Topology: mk("KimiK3").TP(16).PP(2).Obj(t), Settings: with(v, "moonshotai/Kimi-K3")},
+		"qwen3-tp4-page-head-lcm8": {Topology: mk("Qwen3").TP(4).Obj(t), Settings: Settings{ModelPath: "Qwen/Qwen3-32B", HostMemLayout: "page_head", TPLCMSize: 8}},
+		"llama3-tp8-eagle3":        {Topology: mk("Llama3").TP(8).Draft(DraftEAGLE3).Obj(t), Settings: with(v, "meta-llama/Llama-3.3-70B-Instruct")},
+		"empty":                    {},
 	}
 }
 

@@ -52,10 +52,6 @@ func (r RankDuty) WritePools() []PoolName {
 type WarningCode string
 
 const (
-	// WarnDraftShardsNotWritten: an MHA sidecar draft on a rank-replicated
-	// target with a backend other than Mooncake; SGLang's followers do not
-	// write their draft shards, so draft L3 hits miss on followers.
-	WarnDraftShardsNotWritten WarningCode = "DraftShardsNotWritten"
 	// WarnDraftParallelism: SGLang refuses this speculative algorithm with
 	// this parallelism at start (DFLASH needs pp 1, DSPARK pp 1 outside PD
 	// prefill), as of 0.5.23.
@@ -93,7 +89,7 @@ type RankPlan struct {
 //     attention-TP rank 0 of each (replica, PP stage, attention-DP group)
 //     writes the replicated pools (backup_skip = replicated and tp_rank != 0);
 //   - such a follower still writes its mamba shard, and its MHA draft /
-//     draft_swa shards when the backend is Mooncake; nothing else;
+//     draft_swa shards (Mooncake stores every rank's shard); nothing else;
 //   - on an MHA target every rank writes every pool to its own keys;
 //   - every rank reads every pool: its own shard of rank-sharded pools, the
 //     single object of replicated pools.
@@ -168,7 +164,7 @@ func followerWrites(t Topology, p PoolName, sh Sharding) bool {
 	case p == PoolMamba:
 		return true
 	case p == PoolDraft || p == PoolDraftSWA:
-		return sh == RankSharded && t.Backend == BackendMooncake
+		return sh == RankSharded
 	}
 	return false
 }
@@ -204,21 +200,6 @@ func hasSharded(ks []PoolKeys) bool {
 
 func planWarnings(t Topology) []Warning {
 	var out []Warning
-	if t.Attention.RankReplicated() && t.Draft.Placement == DraftPlacementSidecar &&
-		t.Draft.HostPoolKind == HostPoolMHA && t.Backend != BackendMooncake && t.AttentionTP() > 1 {
-		var missing []PoolName
-		for _, p := range t.Draft.Pools {
-			if p == PoolDraft || p == PoolDraftSWA {
-				missing = append(missing, p)
-			}
-		}
-		out = append(out, Warning{
-			Code:  WarnDraftShardsNotWritten,
-			Pools: missing,
-			Message: fmt.Sprintf("the %s sidecar draft has an MHA host pool on a rank-replicated %s target: with the %s backend SGLang's followers (attention-TP ranks 1..%d) do not write their %s shards, so draft L3 hits miss on them; use Mooncake to persist every shard",
-				t.Draft.Algorithm, t.Attention, t.Backend, t.AttentionTP()-1, joinPools(missing)),
-		})
-	}
 	switch {
 	case t.Draft.Algorithm == DraftDFLASH && t.PipelineParallel > 1:
 		out = append(out, Warning{Code: WarnDraftParallelism, Message: fmt.Sprintf(

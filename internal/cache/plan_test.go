@@ -46,13 +46,6 @@ func TestPlanDomainRows(t *testing.T) {
 				1: "kv:_1_k,_1_v; draft:_1_draft_k,_1_draft_v",
 			},
 		},
-		"MHA TP2 EAGLE sidecar on File: MHA targets have no follower gap": {
-			topo: mk("Qwen3").TP(2).Draft(DraftEAGLE).Backend(BackendFile),
-			want: map[int]string{
-				0: "kv:_0_k,_0_v; draft:_0_draft_k,_0_draft_v",
-				1: "kv:_1_k,_1_v; draft:_1_draft_k,_1_draft_v",
-			},
-		},
 		"MHA TP2 non-DSV4 DSpark is a sidecar": {
 			topo: mk("Qwen3").TP(2).Draft(DraftDSPARK),
 			want: map[int]string{
@@ -100,12 +93,6 @@ func TestPlanDomainRows(t *testing.T) {
 			},
 			summary: "TP0 writes kv, indexer, draft; 7 followers write draft",
 		},
-		"MLA TP8 EAGLE3 MHA draft on File: followers write nothing (upstream gap, warned)": {
-			topo:     mk("DeepSeekV32").TP(8).Draft(DraftEAGLE3).Backend(BackendFile),
-			want:     map[int]string{0: "kv:__k; indexer:__indexer; draft:_0_draft_k,_0_draft_v"},
-			warnings: []WarningCode{WarnDraftShardsNotWritten},
-			summary:  "TP0 writes kv, indexer, draft; 7 followers: no duties (replicated) (1 warning)",
-		},
 		"MLA TP8 sidecar draft with MLA host pool: TP0 only, __draft_k": {
 			topo: mk("DeepSeekV3").TP(8).Draft(DraftStandalone).Sidecar(HostPoolMLA, PoolDraft),
 			want: map[int]string{0: "kv:__k; draft:__draft_k"},
@@ -140,11 +127,6 @@ func TestPlanDomainRows(t *testing.T) {
 				7: "draft:_7_draft_k,_7_draft_v; draft_swa:_7_draft_swa_k,_7_draft_swa_v",
 			},
 		},
-		"DSV4 TP4 EAGLE3 sidecar on HF3FS: followers skip draft shards (warned)": {
-			topo:     mk("DeepSeekV4").TP(4).Draft(DraftEAGLE3).Backend(BackendHF3FS),
-			want:     map[int]string{0: dsv4Rank0 + "; draft:_0_draft_k,_0_draft_v; draft_swa:_0_draft_swa_k,_0_draft_swa_v"},
-			warnings: []WarningCode{WarnDraftShardsNotWritten},
-		},
 		"Hybrid Mamba+MHA TP4 (Qwen3-Next): every rank writes kv and mamba shards": {
 			topo: mk("Qwen3Next").TP(4),
 			want: map[int]string{
@@ -165,8 +147,8 @@ func TestPlanDomainRows(t *testing.T) {
 			},
 			summary: "TP0 writes kv, mamba; 3 followers write mamba",
 		},
-		"Hybrid Mamba+MLA with DSA indexer (GLM-5.3-Flash) TP2 on File: mamba on every rank": {
-			topo: explicit(AttentionHybridMambaMLA, PoolKV, PoolIndexer, PoolMamba).TP(2).Backend(BackendFile),
+		"Hybrid Mamba+MLA with DSA indexer (GLM-5.3-Flash) TP2: mamba on every rank": {
+			topo: explicit(AttentionHybridMambaMLA, PoolKV, PoolIndexer, PoolMamba).TP(2),
 			want: map[int]string{
 				0: "kv:__k; indexer:__indexer; mamba:_0_temporal,_0_conv_0",
 				1: "mamba:_1_temporal,_1_conv_0",
@@ -302,19 +284,19 @@ func TestPlanRejectsInvalidTopology(t *testing.T) {
 }
 
 func TestPlanTableAndJSON(t *testing.T) {
-	p := mustPlan(t, mk("DeepSeekV32").TP(2).Draft(DraftEAGLE3).Backend(BackendFile).Obj(t))
+	p := mustPlan(t, mk("DeepSeekV32").TP(2).PP(2).Draft(DraftDFLASH).Obj(t))
 	table := p.String()
 	for _, want := range []string{
-		"RANK", "WRITES", "kv __k; indexer __indexer; draft _0_draft_k,_0_draft_v",
-		"warning (DraftShardsNotWritten)",
+		"RANK", "WRITES", "kv _0_k; indexer _0_indexer; draft _0_0_draft_k,_0_0_draft_v",
+		"warning (DraftParallelism)",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table does not contain %q:\n%s", want, table)
 		}
 	}
 	lines := strings.Split(strings.TrimSpace(table), "\n")
-	if len(lines) != 1+2+1 { // header, 2 ranks, 1 warning
-		t.Errorf("table has %d lines, want 4:\n%s", len(lines), table)
+	if len(lines) != 1+4+1 { // header, 4 ranks, 1 warning
+		t.Errorf("table has %d lines, want 6:\n%s", len(lines), table)
 	}
 
 	raw, err := json.Marshal(p)

@@ -189,15 +189,15 @@ func TestResolveTopology(t *testing.T) {
 		},
 		"explicit packed layer count wins": {
 			profile:  "DeepSeekV4",
-			explicit: Topology{TensorParallel: 8, Backend: BackendMooncake, Draft: Draft{Algorithm: DraftDSPARK, PackedLayers: 2, Bundled: true}},
+			explicit: Topology{TensorParallel: 8, Backend: BackendMooncake, Draft: Draft{Algorithm: DraftDSPARK, PackedLayers: 2, ModelPath: "deepseek-ai/dspark"}},
 			want: Topology{Profile: "DeepSeekV4", Attention: AttentionDSV4, Pools: dsv4Pools, TensorParallel: 8, PipelineParallel: 1, DataParallel: 1,
-				Backend: BackendMooncake, Draft: Draft{Algorithm: DraftDSPARK, Placement: DraftPlacementPacked, PackedLayers: 2, Bundled: true}},
+				Backend: BackendMooncake, Draft: Draft{Algorithm: DraftDSPARK, Placement: DraftPlacementPacked, PackedLayers: 2, ModelPath: "deepseek-ai/dspark"}},
 		},
 		"explicit pools and attention win": {
 			profile:  "GLM5",
-			explicit: Topology{Attention: AttentionHybridMambaMLA, Pools: []PoolName{PoolKV, PoolIndexer, PoolMamba}, TensorParallel: 4, Backend: BackendFile},
+			explicit: Topology{Attention: AttentionHybridMambaMLA, Pools: []PoolName{PoolKV, PoolIndexer, PoolMamba}, TensorParallel: 4, Backend: BackendMooncake},
 			want: Topology{Profile: "GLM5", Attention: AttentionHybridMambaMLA, Pools: []PoolName{PoolKV, PoolIndexer, PoolMamba}, MambaConvBuffers: 1,
-				TensorParallel: 4, PipelineParallel: 1, DataParallel: 1, Backend: BackendFile, Draft: Draft{Placement: DraftPlacementNone}},
+				TensorParallel: 4, PipelineParallel: 1, DataParallel: 1, Backend: BackendMooncake, Draft: Draft{Placement: DraftPlacementNone}},
 		},
 		"explicit sidecar host kind wins": {
 			profile:  "DeepSeekV3",
@@ -206,9 +206,9 @@ func TestResolveTopology(t *testing.T) {
 				Backend: BackendMooncake, Draft: Draft{Algorithm: DraftEAGLE3, Placement: DraftPlacementSidecar, HostPoolKind: HostPoolMLA, Pools: []PoolName{PoolDraft}, ModelPath: "d"}},
 		},
 		"no profile: explicit alone": {
-			explicit: Topology{Attention: AttentionMHA, Pools: []PoolName{PoolKV}, TensorParallel: 2, Backend: BackendNIXL},
+			explicit: Topology{Attention: AttentionMHA, Pools: []PoolName{PoolKV}, TensorParallel: 2, Backend: BackendMooncake},
 			want: Topology{Attention: AttentionMHA, Pools: []PoolName{PoolKV}, TensorParallel: 2, PipelineParallel: 1, DataParallel: 1,
-				Backend: BackendNIXL, Draft: Draft{Placement: DraftPlacementNone}},
+				Backend: BackendMooncake, Draft: Draft{Placement: DraftPlacementNone}},
 		},
 		"unknown profile": {
 			profile: "Mistral", explicit: Topology{TensorParallel: 1, Backend: BackendMooncake},

@@ -187,27 +187,20 @@ type Draft struct {
 	Pools []PoolName `json:"pools,omitempty"`
 	// ModelPath is --speculative-draft-model-path.
 	ModelPath string `json:"modelPath,omitempty"`
-	// Bundled says the draft weights ship inside the target checkpoint, so no
-	// separate draft model path is needed.
-	Bundled bool `json:"bundled,omitempty"`
 }
 
 // Enabled reports whether a speculative algorithm is set.
 func (d Draft) Enabled() bool { return d.Algorithm != DraftNone }
 
-// BackendType is the L3 storage backend (--hicache-storage-backend).
+// BackendType is the L3 storage backend (--hicache-storage-backend). Mooncake is the only one the
+// API offers, so the only one the plan follows; docs/compatibility.md says what another (SGLang's
+// file backend) would need.
 type BackendType string
 
-const (
-	BackendMooncake BackendType = "Mooncake"
-	BackendFile     BackendType = "File"
-	BackendHF3FS    BackendType = "HF3FS"
-	BackendNIXL     BackendType = "NIXL"
-	BackendAIBrix   BackendType = "AIBrix"
-	BackendEIC      BackendType = "EIC"
-)
+// BackendMooncake is SGLang's mooncake storage backend.
+const BackendMooncake BackendType = "Mooncake"
 
-var backendTypes = []BackendType{BackendMooncake, BackendFile, BackendHF3FS, BackendNIXL, BackendAIBrix, BackendEIC}
+var backendTypes = []BackendType{BackendMooncake}
 
 // BackendTypes returns every known storage backend.
 func BackendTypes() []BackendType { return slices.Clone(backendTypes) }
@@ -481,8 +474,8 @@ func (t Topology) validateDraft() []error {
 	}
 	needsPath := d.Algorithm == DraftDSPARK ||
 		(placement == DraftPlacementSidecar && d.Algorithm != DraftNone && d.Algorithm != DraftNGRAM)
-	if needsPath && strings.TrimSpace(d.ModelPath) == "" && !d.Bundled {
-		add("topology.draft.modelPath: draft %s needs a draft model path (or topology.draft.bundled when the target checkpoint carries the draft weights)", d.Algorithm)
+	if needsPath && strings.TrimSpace(d.ModelPath) == "" {
+		add("topology.draft.modelPath: draft %s needs a draft model path", d.Algorithm)
 	}
 	return errs
 }
