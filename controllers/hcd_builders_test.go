@@ -343,10 +343,12 @@ func TestBuildGroupStatefulSet(t *testing.T) {
 	}
 }
 
+// Resolve refuses such extra args first; the renderer refuses them too, should a caller skip it.
 func TestBuildGroupRefusesABadRender(t *testing.T) {
 	h := makeHCD("q").TP(4).Obj()
+	res := mustResolve(t, h)
 	h.Spec.Template.ExtraArgs = []string{"--tp-size", "8"}
-	if _, err := buildGroup(h, mustResolve(t, h), nil, 0, "img"); err == nil || !strings.Contains(err.Error(), "tp") {
+	if _, err := buildGroup(h, res, nil, 0, "img"); err == nil || !strings.Contains(err.Error(), "tp") {
 		t.Errorf("extra args that set --tp-size rendered (err %v); want an error naming the flag", err)
 	}
 }

@@ -53,6 +53,39 @@ func TestDiff(t *testing.T) {
 				return []string{"page size 64 → 128", "new keys, nothing flushed"}
 			},
 		},
+		"--dtype float16 in extra args is breaking, naming the flag": {
+			old:  edit(t, "qwen3").Obj(),
+			new:  edit(t, "qwen3").ExtraArgs("--dtype", "float16").Obj(),
+			kind: cache.Breaking,
+			contains: func(o, n string) []string {
+				return []string{"extra arg --dtype none → float16", o + " → " + n,
+					fmt.Sprintf("moves writers to namespace %s and flushes %s once nothing uses it", n, o)}
+			},
+		},
+		"model overrides in extra args are breaking": {
+			old:  edit(t, "qwen3").ExtraArgs("--json-model-override-args", `{"rope_scaling": {"type": "yarn", "factor": 4}}`).Obj(),
+			new:  edit(t, "qwen3").ExtraArgs("--json-model-override-args", `{"rope_scaling": {"type": "yarn", "factor": 2}}`).Obj(),
+			kind: cache.Breaking,
+			contains: func(o, n string) []string {
+				return []string{"extra arg --json-model-override-args", `"factor": 4}} → {"rope_scaling"`, o + " → " + n}
+			},
+		},
+		"--log-level in extra args is neutral": {
+			old:  edit(t, "qwen3").Obj(),
+			new:  edit(t, "qwen3").ExtraArgs("--log-level", "debug").Obj(),
+			kind: cache.Neutral,
+			contains: func(o, n string) []string {
+				return []string{"extra arg --log-level none → debug", "nothing to flush", n + " (unchanged)"}
+			},
+		},
+		"a chat template in extra args changes keys only": {
+			old:  edit(t, "qwen3").ExtraArgs("--log-level", "debug").Obj(),
+			new:  edit(t, "qwen3").ExtraArgs("--log-level", "debug", "--chat-template", "chatml").Obj(),
+			kind: cache.Compatible,
+			contains: func(o, n string) []string {
+				return []string{"extra arg --chat-template none → chatml (requests hash to other keys", "new keys, nothing flushed"}
+			},
+		},
 		"a breaking change under the Fixed strategy stops, flushes and starts": {
 			old:  edit(t, "qwen3_next").Obj(),
 			new:  edit(t, "qwen3_next").MambaSSMDType("bfloat16").Obj(),
@@ -123,6 +156,16 @@ func TestDiffExitCode(t *testing.T) {
 				t.Error("no verdict printed")
 			}
 		})
+	}
+}
+
+// A refused flag in extra args is an error naming the spec field to use, not a verdict.
+func TestDiffRefusesARefusedExtraArg(t *testing.T) {
+	old := writeHCD(t, "old.yaml", edit(t, "qwen3").Obj())
+	bad := writeHCD(t, "new.yaml", edit(t, "qwen3").ExtraArgs("--kv-cache-dtype", "fp8_e4m3").Obj())
+	res := runPlugin(t, "", "diff", old, bad)
+	if res.code != 1 || !strings.Contains(res.stderr, "spec.template.extraArgs sets --kv-cache-dtype") || !strings.Contains(res.stderr, "set spec.hicache.kvCacheDType instead") {
+		t.Errorf("exit %d, stderr %q; want exit 1 naming spec.hicache.kvCacheDType", res.code, res.stderr)
 	}
 }
 

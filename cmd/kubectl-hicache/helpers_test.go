@@ -118,4 +118,6 @@ func (e *hcdEdit) FlushPolicy(p hicachev1alpha1.FlushPolicy) *hcdEdit {
 	return e
 }
 
+func (e *hcdEdit) ExtraArgs(args ...string) *hcdEdit { e.hcd.Spec.Template.ExtraArgs = args; return e }
+
 func (e *hcdEdit) Obj() *hicachev1alpha1.HiCacheDeployment { return e.hcd }

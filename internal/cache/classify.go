@@ -118,6 +118,9 @@ func FactLabel(name string) string {
 	if l, ok := factLabels[name]; ok {
 		return l
 	}
+	if flag, ok := strings.CutPrefix(name, FactExtraArgPrefix); ok {
+		return "extra arg " + flag
+	}
 	return name
 }
 
@@ -131,8 +134,8 @@ func orNone(v string) string {
 func algName(a DraftAlgorithm) string { return orNone(string(a)) }
 
 // Classify compares two configs. Any changed layout fact (see Facts) is
-// Breaking; a change of page size, served model name or storage backend is
-// Compatible (new keys); everything else that differs — replicas, hicache
+// Breaking; a change of page size, served model name, storage backend or a
+// key-changing extra argument is Compatible (new keys); everything else that differs — replicas, hicache
 // ratio/size, write/prefetch policy, io backend, host memory mode, a TP
 // change that keeps the bytes, the caller's Other values — is Neutral.
 func Classify(old, new Config) Change {
@@ -170,6 +173,14 @@ func Classify(old, new Config) Change {
 	if os.ServedModelName != ns.ServedModelName {
 		c.add(FactChange{Name: "servedModelName", Kind: Compatible, Old: os.ServedModelName, New: ns.ServedModelName,
 			Description: fmt.Sprintf("served model name %s → %s (the key prefix changes)", orNone(os.ServedModelName), orNone(ns.ServedModelName))})
+	}
+	for _, flag := range slices.Sorted(maps.Keys(union(os.ExtraKeyArgs, ns.ExtraKeyArgs))) {
+		ov, nv := os.ExtraKeyArgs[flag], ns.ExtraKeyArgs[flag]
+		if ov == nv {
+			continue
+		}
+		c.add(FactChange{Name: "extraArgs." + flag, Kind: Compatible, Old: ov, New: nv,
+			Description: fmt.Sprintf("extra arg %s %s → %s (requests hash to other keys; the bytes behind a key stay the same)", flag, orNone(ov), orNone(nv))})
 	}
 	ot, nt := old.Topology, new.Topology
 

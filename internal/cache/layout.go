@@ -38,6 +38,13 @@ type Settings struct {
 	SGLangVersion string `json:"sglangVersion,omitempty"`
 	// PageSize is --page-size. A change gives every page a new key.
 	PageSize int `json:"pageSize,omitempty"`
+	// ExtraLayoutArgs are server flags given beside the spec (canonical flag →
+	// value) that change the bytes behind a key, such as --dtype; each is a
+	// layout fact.
+	ExtraLayoutArgs map[string]string `json:"extraLayoutArgs,omitempty"`
+	// ExtraKeyArgs are server flags given beside the spec that change the
+	// keys by themselves (token ids, adapter ids), never the bytes behind one.
+	ExtraKeyArgs map[string]string `json:"extraKeyArgs,omitempty"`
 
 	// Neutral settings: they change neither keys nor bytes.
 	HostMemoryMode string  `json:"hostMemoryMode,omitempty"`
@@ -70,6 +77,9 @@ const (
 	FactDraftModel        = "draft.model"
 	FactDraftHostPool     = "draft.host_pool"
 	FactDraftKVCacheDType = "draft.kv_cache_dtype"
+	// FactExtraArgPrefix starts the name of a layout fact set by a server
+	// flag given beside the spec: "extra_arg.--dtype".
+	FactExtraArgPrefix = "extra_arg."
 )
 
 // LayoutFacts are the facts that decide the bytes behind an unchanged key
@@ -90,6 +100,8 @@ type LayoutFacts map[string]string
 //   - pp_size (each stage writes its own layer slice);
 //   - the Mamba SSM dtype when there is a mamba pool;
 //   - context-parallel size, the SGLang version line;
+//   - every layout-relevant server flag given beside the spec (extra
+//     arguments such as --dtype or --json-model-override-args), by flag;
 //   - the draft: algorithm (NEXTN counted as EAGLE, its alias), placement,
 //     packed layer count, draft model, draft host pool kind, draft KV dtype —
 //     only for drafts that keep KV in the host tier (not NGRAM).
@@ -135,6 +147,9 @@ func Facts(t Topology, s Settings) LayoutFacts {
 		f[FactContextParallel] = strconv.Itoa(s.ContextParallel)
 	}
 	setIf(FactSGLangVersion, VersionLine(s.SGLangVersion))
+	for flag, v := range s.ExtraLayoutArgs {
+		f[FactExtraArgPrefix+flag] = v
+	}
 
 	d := t.Draft
 	if d.Placement == DraftPlacementPacked || d.Placement == DraftPlacementSidecar {

@@ -15,6 +15,7 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/cache"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
 )
 
 // DefaultSGLangVersion is the SGLang release assumed when a deployment names no version line.
@@ -83,8 +84,10 @@ func Resolve(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 	if err != nil {
 		return nil, topologyError(err)
 	}
-	if spec.Storage != nil && spec.Storage.NamespaceStrategy == hicachev1alpha1.NamespaceFixed && spec.Storage.Namespace == "" {
-		return nil, &FieldError{Field: "spec.storage.namespace", Message: "is required with the Fixed namespace strategy: without it every deployment on the store would share bare keys"}
+	if spec.Storage != nil && spec.Storage.NamespaceStrategy == hicachev1alpha1.NamespaceFixed {
+		if err := checkFixedNamespace(spec.Storage.Namespace); err != nil {
+			return nil, err
+		}
 	}
 	settings, err := Settings(spec)
 	if err != nil {
@@ -111,6 +114,14 @@ func Resolve(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// checkFixedNamespace refuses a Fixed strategy without a namespace.
+func checkFixedNamespace(ns string) error {
+	if ns == "" {
+		return &FieldError{Field: "spec.storage.namespace", Message: "is required with the Fixed namespace strategy: without it every deployment on the store would share bare keys"}
+	}
+	return nil
 }
 
 // MaxNameLength bounds a HiCacheDeployment's name: it names Services (DNS labels) and the
@@ -268,6 +279,11 @@ func Settings(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings, erro
 	if d := spec.Topology.Draft; d != nil {
 		s.DraftKVCacheDType = string(d.KVCacheDType)
 	}
+	extra, err := sglang.ClassifyExtraArgs(spec.Template.ExtraArgs)
+	if err != nil {
+		return s, &FieldError{Field: "spec.template.extraArgs", Message: strings.ReplaceAll(err.Error(), "\n", "; "), plain: true}
+	}
+	s.ExtraLayoutArgs, s.ExtraKeyArgs = extra.Layout, extra.Keys
 	if h.Ratio != "" {
 		ratio, err := strconv.ParseFloat(h.Ratio, 64)
 		if err != nil || math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio <= 1 {
@@ -295,9 +311,17 @@ func (r *Resolved) Config(hcd *hicachev1alpha1.HiCacheDeployment) cache.Config {
 	if hcd.Spec.Resources.Requests != nil || hcd.Spec.Resources.Limits != nil {
 		other["resources"] = hcd.Spec.Resources.String()
 	}
-	// The pod template's extras change no layout fact: flags the layout depends on cannot be
-	// set through extraArgs (the renderer refuses them).
-	if t := hcd.Spec.Template; len(t.ExtraArgs) > 0 || len(t.Env) > 0 || len(t.Labels) > 0 || len(t.Annotations) > 0 ||
+	// Extra arguments that change the layout or the keys are in the settings; the rest are
+	// neutral, one entry per flag.
+	if extra, err := sglang.ClassifyExtraArgs(hcd.Spec.Template.ExtraArgs); err == nil {
+		for flag, v := range extra.Neutral {
+			other["extra arg "+flag] = v
+		}
+	}
+	// The rest of the pod template changes no layout fact.
+	t := hcd.Spec.Template
+	t.ExtraArgs = nil
+	if len(t.Env) > 0 || len(t.Labels) > 0 || len(t.Annotations) > 0 ||
 		len(t.NodeSelector) > 0 || len(t.Tolerations) > 0 || t.ServiceAccountName != "" {
 		b, _ := json.Marshal(t)
 		other["template"] = string(b)

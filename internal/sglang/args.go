@@ -22,47 +22,6 @@ func Command() []string {
 // varRef matches a whole Kubernetes variable reference such as $(NODE_RANK).
 var varRef = regexp.MustCompile(`^\$\([A-Za-z_][A-Za-z0-9_]*\)$`)
 
-// ownedDests are the argparse destinations ServerConfig renders; ExtraArgs
-// may not set them, or the server would run with something other than what
-// the configuration (and every decision derived from it) says.
-var ownedDests = map[string]string{
-	"model_path":                           "ModelPath",
-	"served_model_name":                    "ServedModelName",
-	"revision":                             "Revision",
-	"host":                                 "Host",
-	"port":                                 "Port",
-	"tp_size":                              "TP",
-	"pp_size":                              "PP",
-	"dp_size":                              "DP",
-	"attn_dp_size":                         "DP with EnableDPAttention",
-	"enable_dp_attention":                  "EnableDPAttention",
-	"ep_size":                              "EP",
-	"nnodes":                               "NNodes",
-	"node_rank":                            "NodeRankEnv",
-	"dist_init_addr":                       "DistInitAddr",
-	"page_size":                            "PageSize",
-	"kv_cache_dtype":                       "KVCacheDType",
-	"mamba_ssm_dtype":                      "MambaSSMDType",
-	"quantization":                         "Quantization",
-	"speculative_algorithm":                "Speculative.Algorithm",
-	"speculative_draft_model_path":         "Speculative.DraftModelPath",
-	"speculative_num_steps":                "Speculative.NumSteps",
-	"speculative_eagle_topk":               "Speculative.EagleTopK",
-	"speculative_num_draft_tokens":         "Speculative.NumDraftTokens",
-	"speculative_draft_kv_cache_dtype":     "Speculative.DraftKVCacheDType",
-	"speculative_dspark_block_size":        "Speculative.DSparkBlockSize",
-	"enable_hierarchical_cache":            "HiCache",
-	"hicache_host_memory_mode":             "HiCache.HostMemoryMode",
-	"hicache_ratio":                        "HiCache.Ratio",
-	"hicache_size":                         "HiCache.SizeGB",
-	"hicache_write_policy":                 "HiCache.WritePolicy",
-	"hicache_io_backend":                   "HiCache.IOBackend",
-	"hicache_mem_layout":                   "HiCache.MemLayout",
-	"hicache_storage_backend":              "HiCache.StorageBackend",
-	"hicache_storage_prefetch_policy":      "HiCache.PrefetchPolicy",
-	"hicache_storage_backend_extra_config": "HiCache.ExtraConfig",
-}
-
 // Args renders the arguments that follow Command(), in a fixed order:
 // model, HTTP, topology, memory, speculative decoding, HiCache, ExtraArgs.
 // It refuses configurations the pinned release would reject or silently
@@ -395,27 +354,22 @@ func (r *renderer) extraArgs(cfg ServerConfig, spec *argspec.Spec) {
 	if len(cfg.ExtraArgs) == 0 {
 		return
 	}
-	occ, err := spec.Parse(cfg.ExtraArgs)
-	if err != nil {
-		var ve *argspec.ValidationError
-		if errors.As(err, &ve) {
-			// The rendered flags include --model-path; ExtraArgs alone need not.
-			var problems []argspec.Problem
-			for _, p := range ve.Problems {
-				if p.Kind != argspec.MissingRequired {
-					problems = append(problems, p)
-				}
-			}
-			if len(problems) > 0 {
-				r.errs = append(r.errs, fmt.Errorf("ExtraArgs: %w", &argspec.ValidationError{Version: ve.Version, Problems: problems}))
-			}
-		} else {
-			r.errs = append(r.errs, fmt.Errorf("ExtraArgs: %w", err))
-		}
+	// Unknown, refused and malformed flags, each with the spec field to use.
+	if _, err := ClassifyExtraArgs(cfg.ExtraArgs); err != nil {
+		r.errs = append(r.errs, err)
 	}
+	// A flag the configuration already rendered would be given twice, and
+	// argparse would silently keep the extra one.
+	rendered := map[string]bool{}
+	own, _ := spec.Parse(r.args)
+	for _, o := range own {
+		rendered[o.Argument.Dest] = true
+	}
+	rules, _ := ArgRules()
+	occ, _ := spec.Parse(cfg.ExtraArgs)
 	for _, o := range occ {
-		if field, owned := ownedDests[o.Argument.Dest]; owned {
-			r.fail("ExtraArgs sets %s, which the configuration owns; set %s instead", o.Flag, field)
+		if rendered[o.Argument.Dest] && rules[o.Argument.Flags[0]].Class != ArgRefused {
+			r.fail("spec.template.extraArgs sets %s, which the operator already renders from the spec; remove it", o.Flag)
 		}
 	}
 	r.args = append(r.args, cfg.ExtraArgs...)

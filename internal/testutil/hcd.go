@@ -145,6 +145,12 @@ func (b *HCDBuilder) Env(kv ...string) *HCDBuilder {
 	return b
 }
 
+// ExtraArgs sets the flags appended to the SGLang command line (spec.template.extraArgs).
+func (b *HCDBuilder) ExtraArgs(args ...string) *HCDBuilder {
+	b.h.Spec.Template.ExtraArgs = args
+	return b
+}
+
 // Resources sets the CPU and memory requests of each rank pod.
 func (b *HCDBuilder) Resources(cpu, memory string) *HCDBuilder {
 	b.h.Spec.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{
