@@ -159,13 +159,24 @@ func TestDiffExitCode(t *testing.T) {
 	}
 }
 
-// A refused flag in extra args is an error naming the spec field to use, not a verdict.
+// A refused flag in extra args is an error, not a verdict: its exact spelling is refused by the
+// CRD's rule (as kubectl apply would), an abbreviation by resolve, which names the field to use.
 func TestDiffRefusesARefusedExtraArg(t *testing.T) {
 	old := writeHCD(t, "old.yaml", edit(t, "qwen3").Obj())
-	bad := writeHCD(t, "new.yaml", edit(t, "qwen3").ExtraArgs("--kv-cache-dtype", "fp8_e4m3").Obj())
-	res := runPlugin(t, "", "diff", old, bad)
-	if res.code != 1 || !strings.Contains(res.stderr, "spec.template.extraArgs sets --kv-cache-dtype") || !strings.Contains(res.stderr, "set spec.hicache.kvCacheDType instead") {
-		t.Errorf("exit %d, stderr %q; want exit 1 naming spec.hicache.kvCacheDType", res.code, res.stderr)
+	for args, want := range map[string][]string{
+		"--kv-cache-dtype=fp8_e4m3": {"spec.template.extraArgs sets --kv-cache-dtype=fp8_e4m3, which the spec has a field for"},
+		"--kv-cache-dt fp8_e4m3":    {"spec.template.extraArgs sets --kv-cache-dt (--kv-cache-dtype)", "set spec.hicache.kvCacheDType instead"},
+	} {
+		bad := writeHCD(t, "new.yaml", edit(t, "qwen3").ExtraArgs(strings.Fields(args)...).Obj())
+		res := runPlugin(t, "", "diff", old, bad)
+		if res.code != 1 {
+			t.Errorf("%s: exit %d, want 1; stdout %q", args, res.code, res.stdout)
+		}
+		for _, w := range want {
+			if !strings.Contains(res.stderr, w) {
+				t.Errorf("%s: stderr %q lacks %q", args, res.stderr, w)
+			}
+		}
 	}
 }
 
