@@ -40,6 +40,10 @@ build: ## Build the manager and the kubectl plugin into bin/
 	go build -o $(BIN)/manager ./cmd/manager
 	go build -o $(BIN)/kubectl-hicache ./cmd/kubectl-hicache
 
+.PHONY: images
+images: ## Build the local images into bin/images/*.tar: operator, Mooncake, pause (cached on content; FORCE=1 rebuilds)
+	go run ./cmd/imagebuild $(if $(FORCE),-force)
+
 .PHONY: unit
 unit: ## Unit tests: pure logic, no cluster
 	go test -count=1 -skip '^TestCluster' $$(go list ./... | grep -v -e /test/ -e /internal/localcluster -e /cmd/localcluster -e /internal/mooncake)

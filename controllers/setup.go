@@ -8,6 +8,8 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/hicache-io/hicache-operator/internal/images"
 )
 
 // Defaults for images a spec may leave empty.
@@ -15,8 +17,9 @@ const (
 	// DefaultSGLangImage runs the SGLang release the rendered command lines are checked against.
 	DefaultSGLangImage = "lmsysorg/sglang:v0.5.23"
 	// DefaultMooncakeImage carries mooncake_master, mooncake_store_service and the Python client
-	// at the release the admin client is tested against (images/mooncake/Dockerfile).
-	DefaultMooncakeImage = "ghcr.io/hicache-io/mooncake:0.3.13.post1"
+	// at the release the admin client is tested against (images/mooncake/Dockerfile). Local
+	// clusters pass images.Mooncake with --default-mooncake-image instead.
+	DefaultMooncakeImage = images.ReleaseMooncake
 )
 
 // FieldOwner is the server-side apply field manager of everything the operator writes.

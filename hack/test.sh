@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (make test). On a fresh machine it first installs what the tests
-# use: the control plane, kwok and helm built from source (hack/tools.sh), and the Mooncake
-# master and Python client (hack/mooncake.sh). Both skip work already done.
+# use: the control plane, kwok and helm built from source (hack/tools.sh), the Mooncake
+# master and Python client (hack/mooncake.sh), and the local images (make images: the operator,
+# Mooncake and pause tarballs in bin/images). Each skips work already done.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${ROOT}"
@@ -12,6 +13,9 @@ hack/tools.sh
 echo "test: installing the Mooncake master and client (cached after the first run)"
 hack/mooncake.sh
 echo "test: toolchain ready in $((SECONDS - start))s"
+echo "test: building the local images (the Mooncake rootfs takes minutes the first time; cached after)"
+make -s images
+echo "test: images ready in $((SECONDS - start))s"
 
 export KUBEBUILDER_ASSETS="${ROOT}/bin"
 echo "test: go test ./..."

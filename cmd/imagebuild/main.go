@@ -1,0 +1,336 @@
+// Command imagebuild builds the local images named in internal/images into bin/images/<name>.tar
+// (`make images`): docker-archive tarballs, each tagged with its reference, that
+// `ctr -n k8s.io images import` loads into a node's containerd with no registry and no Docker.
+//
+//	go run ./cmd/imagebuild [-force] [-mirror URL] [NAME...]   build (all by default)
+//	go run ./cmd/imagebuild -values                            print the chart values for them
+//
+// Each image is cached on its content: a key over everything it is built from (the Go sources
+// of the binary and go.sum, or the Mooncake pin and the rootfs script, and the image config) is
+// kept beside the tarball, and an image whose key is unchanged is not rebuilt.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hicache-io/hicache-operator/internal/imagebuild"
+	"github.com/hicache-io/hicache-operator/internal/images"
+)
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[images %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func main() {
+	force := flag.Bool("force", false, "rebuild even when an image's content key is unchanged")
+	mirror := flag.String("mirror", "", "Debian mirror for the Mooncake root file system (default: the bookworm main source of this machine's apt sources)")
+	values := flag.Bool("values", false, "print the Helm values that make the chart run the local images, and exit")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: imagebuild [flags] [%s]\n", strings.Join(names(), "|"))
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if *values {
+		out, err := yaml.Marshal(images.LocalChartValues())
+		if err != nil {
+			fail(err)
+		}
+		if _, err := os.Stdout.Write(out); err != nil {
+			fail(err)
+		}
+		return
+	}
+	b, err := newBuilder(*force, *mirror)
+	if err != nil {
+		fail(err)
+	}
+	want := flag.Args()
+	for _, n := range want {
+		if !slices.Contains(names(), n) {
+			fail(fmt.Errorf("no image %q; the images are %s", n, strings.Join(names(), ", ")))
+		}
+	}
+	start := time.Now()
+	for _, img := range images.All {
+		if len(want) > 0 && !slices.Contains(want, img.Name) {
+			continue
+		}
+		if err := b.image(img); err != nil {
+			fail(fmt.Errorf("%s: %w", img.Ref, err))
+		}
+	}
+	logf("done in %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+func names() []string {
+	var n []string
+	for _, img := range images.All {
+		n = append(n, img.Name)
+	}
+	return n
+}
+
+func fail(err error) {
+	logf("error: %v", err)
+	os.Exit(1)
+}
+
+type builder struct {
+	root, out string
+	force     bool
+	mirror    string
+	goVersion string
+}
+
+func newBuilder(force bool, mirror string) (*builder, error) {
+	root, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		return nil, errors.New("run imagebuild from the repository root (make images does)")
+	}
+	gv, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		return nil, fmt.Errorf("go env GOVERSION: %w", err)
+	}
+	out := filepath.Join(root, images.Dir)
+	if err := os.MkdirAll(out, 0o750); err != nil {
+		return nil, err
+	}
+	return &builder{root: root, out: out, force: force, mirror: mirror, goVersion: strings.TrimSpace(string(gv))}, nil
+}
+
+// recipe is how one image is made: what its content key covers, and the build into a stage
+// directory that returns the image's spec.
+type recipe struct {
+	inputs []imagebuild.Input
+	build  func(stage string) (imagebuild.Spec, error)
+}
+
+func (b *builder) image(img images.Image) error {
+	r, err := b.recipe(img)
+	if err != nil {
+		return err
+	}
+	key := imagebuild.Key(r.inputs)
+	tarPath := filepath.Join(b.out, img.File)
+	stamp := tarPath + ".key"
+	if !b.force {
+		if old, err := os.ReadFile(stamp); err == nil && strings.TrimSpace(string(old)) == key {
+			if st, err := os.Stat(tarPath); err == nil {
+				logf("%s: up to date (%s, %s), nothing to do", img.Ref, rel(b.root, tarPath), mb(st.Size()))
+				return nil
+			}
+		}
+	}
+	start := time.Now()
+	stage, err := os.MkdirTemp(b.out, ".stage-"+img.Name+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stage)
+	spec, err := r.build(stage)
+	if err != nil {
+		return err
+	}
+	// A failed write must not leave an old key that vouches for a missing tarball.
+	_ = os.Remove(stamp)
+	size, err := imagebuild.Write(spec, tarPath)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(stamp, []byte(key+"\n"), 0o644); err != nil {
+		return err
+	}
+	logf("%s: built in %s, %s (%s)", img.Ref, time.Since(start).Round(100*time.Millisecond), rel(b.root, tarPath), mb(size))
+	return nil
+}
+
+func (b *builder) recipe(img images.Image) (recipe, error) {
+	switch img.Name {
+	case "pause":
+		return b.goRecipe(img, "./cmd/pause", "pause", v1.Config{
+			Entrypoint: []string{"/pause"},
+			// The user of the upstream pause image.
+			User: "65535:65535",
+		})
+	case "operator":
+		// What the Dockerfile at the repository root ships: the static manager, non-root.
+		return b.goRecipe(img, "./cmd/manager", "manager", v1.Config{
+			Entrypoint: []string{"/manager"},
+			User:       "65532:65532",
+			Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		})
+	case "mooncake":
+		return b.mooncakeRecipe(img)
+	}
+	return recipe{}, fmt.Errorf("no recipe for image %s", img.Name)
+}
+
+// buildFormat changes when the way images are assembled changes, so every image is rebuilt.
+const buildFormat = "1"
+
+var goBuildFlags = []string{"-trimpath", "-ldflags", "-s -w"}
+
+// goRecipe is a static Go binary (CGO_ENABLED=0, as in the Dockerfile) at /<binary> on an empty
+// base. Its key covers the main module's source files of every package the binary links, go.mod,
+// go.sum (which pins every other module), the Go release and the build flags.
+func (b *builder) goRecipe(img images.Image, pkg, binary string, cfg v1.Config) (recipe, error) {
+	env := append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	cmd := exec.Command("go", "list", "-deps", "-f",
+		`{{if and .Module .Module.Main}}{{range .GoFiles}}{{$.Dir}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$.Dir}}/{{.}}{{"\n"}}{{end}}{{end}}`, pkg)
+	cmd.Env, cmd.Stderr = env, os.Stderr
+	list, err := cmd.Output()
+	if err != nil {
+		return recipe{}, fmt.Errorf("go list %s: %w", pkg, err)
+	}
+	files := append(strings.Fields(string(list)), filepath.Join(b.root, "go.mod"), filepath.Join(b.root, "go.sum"))
+	inputs, err := fileInputs(b.root, files)
+	if err != nil {
+		return recipe{}, err
+	}
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return recipe{}, err
+	}
+	inputs = append(inputs,
+		imagebuild.Input{Name: "format", Data: []byte(buildFormat)},
+		imagebuild.Input{Name: "go", Data: []byte(b.goVersion + " linux/" + runtime.GOARCH)},
+		imagebuild.Input{Name: "go build", Data: []byte(strings.Join(goBuildFlags, "\x00"))},
+		imagebuild.Input{Name: "config", Data: cfgJSON},
+	)
+	return recipe{inputs: inputs, build: func(stage string) (imagebuild.Spec, error) {
+		logf("%s: go build %s (CGO_ENABLED=0)", img.Ref, pkg)
+		out := filepath.Join(stage, binary)
+		args := append(append([]string{"build"}, goBuildFlags...), "-o", out, pkg)
+		cmd := exec.Command("go", args...)
+		cmd.Env, cmd.Stdout, cmd.Stderr = env, os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return imagebuild.Spec{}, fmt.Errorf("go build %s: %w", pkg, err)
+		}
+		// A fixed time makes the layer's digest depend on the binary only.
+		if err := os.Chtimes(out, time.Unix(0, 0), time.Unix(0, 0)); err != nil {
+			return imagebuild.Spec{}, err
+		}
+		return imagebuild.Spec{Ref: img.Ref, RootFS: stage, Config: cfg}, nil
+	}}, nil
+}
+
+const rootfsScript = "hack/mooncake-rootfs.sh"
+
+// mooncakeRecipe is images/mooncake/Dockerfile's content on Debian minbase: python3, the
+// libraries the wheel links and the pinned wheel. Its key covers the pin in hack/mooncake.sh,
+// the rootfs script, the suite and the image config; the mirror is not content.
+func (b *builder) mooncakeRecipe(img images.Image) (recipe, error) {
+	script, err := os.ReadFile(filepath.Join(b.root, "hack/mooncake.sh"))
+	if err != nil {
+		return recipe{}, err
+	}
+	pin, err := imagebuild.ParseMooncakePin(script)
+	if err != nil {
+		return recipe{}, err
+	}
+	if pin.Version != images.MooncakeVersion {
+		return recipe{}, fmt.Errorf("hack/mooncake.sh pins %s %s but internal/images.MooncakeVersion is %s: change both together", pin.Package, pin.Version, images.MooncakeVersion)
+	}
+	cfg := v1.Config{
+		Env:  []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"},
+		User: "65532:65532",
+		Cmd:  []string{"mooncake_master", "--help"},
+		Labels: map[string]string{
+			imagebuild.LabelMooncakeVersion: pin.Version,
+			imagebuild.LabelBase:            "debian:" + imagebuild.DebianSuite + " (debootstrap --variant=minbase)",
+		},
+	}
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return recipe{}, err
+	}
+	inputs, err := fileInputs(b.root, []string{filepath.Join(b.root, rootfsScript)})
+	if err != nil {
+		return recipe{}, err
+	}
+	wheel := pin.Package + "==" + pin.Version
+	inputs = append(inputs,
+		imagebuild.Input{Name: "format", Data: []byte(buildFormat)},
+		imagebuild.Input{Name: "wheel", Data: []byte(wheel)},
+		imagebuild.Input{Name: "debs", Data: []byte(strings.Join(pin.DebPackages, " "))},
+		imagebuild.Input{Name: "suite", Data: []byte(imagebuild.DebianSuite)},
+		imagebuild.Input{Name: "config", Data: cfgJSON},
+	)
+	return recipe{inputs: inputs, build: func(stage string) (imagebuild.Spec, error) {
+		mirror := b.mirror
+		if mirror == "" {
+			if mirror, err = machineMirror(); err != nil {
+				return imagebuild.Spec{}, err
+			}
+		}
+		rootfs := filepath.Join(stage, "rootfs")
+		args := append([]string{rootfs, mirror, imagebuild.DebianSuite, wheel}, pin.DebPackages...)
+		cmd := exec.Command(filepath.Join(b.root, rootfsScript), args...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return imagebuild.Spec{}, fmt.Errorf("%s: %w", rootfsScript, err)
+		}
+		logf("%s: writing the layer and the tarball", img.Ref)
+		return imagebuild.Spec{Ref: img.Ref, RootFS: rootfs, Config: cfg}, nil
+	}}, nil
+}
+
+// machineMirror reads the Debian mirror from this machine's apt sources, in apt's order.
+func machineMirror() (string, error) {
+	var files []imagebuild.SourceFile
+	paths := []string{"/etc/apt/sources.list"}
+	for _, pattern := range []string{"/etc/apt/sources.list.d/*.list", "/etc/apt/sources.list.d/*.sources"} {
+		m, _ := filepath.Glob(pattern)
+		paths = append(paths, m...)
+	}
+	slices.Sort(paths[1:])
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		files = append(files, imagebuild.SourceFile{Name: p, Data: data})
+	}
+	return imagebuild.DebianMirror(files, imagebuild.DebianSuite)
+}
+
+// fileInputs reads files as key inputs named by their path relative to the repository root.
+func fileInputs(root string, paths []string) ([]imagebuild.Input, error) {
+	var in []imagebuild.Input
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		in = append(in, imagebuild.Input{Name: rel(root, p), Data: data})
+	}
+	return in, nil
+}
+
+func rel(root, p string) string {
+	if r, err := filepath.Rel(root, p); err == nil {
+		return r
+	}
+	return p
+}
+
+func mb(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
