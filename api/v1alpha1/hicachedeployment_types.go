@@ -374,7 +374,9 @@ type StorageSpec struct {
 	// +optional
 	NamespaceStrategy NamespaceStrategy `json:"namespaceStrategy,omitempty"`
 
-	// namespace is the fixed key prefix (extra_backend_tag) with the Fixed strategy.
+	// namespace is the fixed key prefix (extra_backend_tag) with the Fixed strategy. Names
+	// starting with hc- are reserved for the namespaces the operator derives from layouts.
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('hc-')",message="spec.storage.namespace may not start with hc-: such names are reserved for the namespaces the operator derives from layouts (namespaceStrategy LayoutHash), and another deployment may write there under another layout; choose another name"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`

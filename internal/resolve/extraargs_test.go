@@ -96,3 +96,21 @@ func TestRefusedExtraArgsFailAtResolve(t *testing.T) {
 		})
 	}
 }
+
+// hc-<hash> names are the operator's LayoutHash namespaces; a Fixed deployment may not take one
+// (another deployment may be writing there under its layout), nor anything else under hc-.
+func TestFixedNamespacesMayNotLookLikeLayoutHashNames(t *testing.T) {
+	other := mustResolve(t, makeHCD("b").Profile("Qwen3").TP(4).Storage("m").Obj())
+	for _, ns := range []string{other.Namespace, "hc-0123456789", "hc-mine"} {
+		_, err := resolve.Resolve(makeHCD("a").Profile("Qwen3").TP(4).Storage("m").Fixed(ns).Obj())
+		var fe *resolve.FieldError
+		if !errors.As(err, &fe) || fe.Field != "spec.storage.namespace" || !strings.Contains(err.Error(), "reserved") {
+			t.Errorf("Fixed namespace %s: %v; want a FieldError on spec.storage.namespace saying hc- is reserved", ns, err)
+		}
+	}
+	for _, ns := range []string{"hc", "qwen3-hc-1", "hcx-1"} {
+		if _, err := resolve.Resolve(makeHCD("a").Profile("Qwen3").TP(4).Storage("m").Fixed(ns).Obj()); err != nil {
+			t.Errorf("Fixed namespace %s refused: %v", ns, err)
+		}
+	}
+}

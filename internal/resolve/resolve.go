@@ -116,10 +116,16 @@ func Resolve(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 	return r, nil
 }
 
-// checkFixedNamespace refuses a Fixed strategy without a namespace.
+// checkFixedNamespace refuses a Fixed namespace that is missing or looks like one the operator
+// derives from a layout: a Fixed deployment writing under another deployment's hc-<hash> name
+// would put its keys in that namespace under another layout.
 func checkFixedNamespace(ns string) error {
 	if ns == "" {
 		return &FieldError{Field: "spec.storage.namespace", Message: "is required with the Fixed namespace strategy: without it every deployment on the store would share bare keys"}
+	}
+	if strings.HasPrefix(ns, cache.NamespacePrefixTag) {
+		return &FieldError{Field: "spec.storage.namespace", Message: fmt.Sprintf(
+			"%q starts with %s, which is reserved for the namespaces the operator derives from layouts (namespaceStrategy LayoutHash); choose a name without that prefix", ns, cache.NamespacePrefixTag)}
 	}
 	return nil
 }

@@ -167,6 +167,8 @@ func RefusedObjects() []RefusedObject {
 		hcd("dspark block size with another algorithm", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE3, modelPath: m, dsparkBlockSize: 4}}`,
 			"spec.topology.draft.dsparkBlockSize only applies to the DSPARK algorithm"),
 		hcd("fixed strategy without a namespace", `storage: {backendRef: {name: m}, namespaceStrategy: Fixed}`, "spec.storage.namespace is required with the Fixed namespace strategy"),
+		hcd("a Fixed namespace that looks like a LayoutHash one", `storage: {backendRef: {name: m}, namespaceStrategy: Fixed, namespace: hc-0123456789}`,
+			"spec.storage.namespace may not start with hc-: such names are reserved for the namespaces the operator derives from layouts"),
 		hcd("namespace with the LayoutHash strategy", `storage: {backendRef: {name: m}, namespace: mine}`, "spec.storage.namespace is only used with namespaceStrategy Fixed"),
 		hcd("namespace that is not a DNS label", `storage: {backendRef: {name: m}, namespaceStrategy: Fixed, namespace: My_NS}`, "spec.storage.namespace in body should match"),
 		{Name: "deployment name with a dot", Doc: hcdWith("qwen3.5-32b", `replicas: 1`), Want: "metadata.name must be a DNS label"},
