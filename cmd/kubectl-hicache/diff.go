@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/cache"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
 )
 
 // exitBreaking is diff's exit code for a Breaking change under --exit-code.
@@ -118,7 +120,7 @@ type diffReport struct {
 }
 
 func newDiffReport(from, to side) diffReport {
-	ch := cache.Classify(from.res.Config(from.hcd), to.res.Config(to.hcd))
+	ch := cache.Classify(effective(from.res.Config(from.hcd)), effective(to.res.Config(to.hcd)))
 	rep := diffReport{
 		Old:          from.source,
 		New:          to.source,
@@ -136,6 +138,36 @@ func newDiffReport(from, to side) diffReport {
 	}
 	rep.Action = action(ch.Kind, from.hcd.Spec.Storage, to.hcd.Spec.Storage, rep.OldNamespace, rep.NewNamespace)
 	return rep
+}
+
+// effective fills in the settings a spec leaves to SGLang with the defaults of the pinned release
+// (its argument table), so that a diff speaks of the value that runs ("write_through", not
+// "none") and writing a default out is no change.
+func effective(c cache.Config) cache.Config {
+	spec, err := argspec.Default()
+	if err != nil {
+		return c
+	}
+	s := &c.Settings
+	for _, f := range []struct {
+		flag  string
+		value *string
+	}{
+		{"--hicache-write-policy", &s.WritePolicy},
+		{"--hicache-io-backend", &s.IOBackend},
+		{"--hicache-host-memory-mode", &s.HostMemoryMode},
+		{"--hicache-storage-prefetch-policy", &s.PrefetchPolicy},
+	} {
+		if *f.value != "" {
+			continue
+		}
+		a, ok := spec.Lookup(f.flag)
+		var def string
+		if ok && json.Unmarshal(a.Default, &def) == nil {
+			*f.value = def
+		}
+	}
+	return c
 }
 
 // action says what the operator does to move from the old spec to the new one, following the

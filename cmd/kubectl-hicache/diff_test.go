@@ -86,6 +86,22 @@ func TestDiff(t *testing.T) {
 				return []string{"extra arg --chat-template none → chatml (requests hash to other keys", "new keys, nothing flushed"}
 			},
 		},
+		"a policy left to its default shows the default SGLang runs": {
+			old:  edit(t, "qwen3").Obj(),
+			new:  edit(t, "qwen3").WritePolicy("write_back").IOBackend("direct").MemLayout("page_first_direct").Obj(),
+			kind: cache.Breaking,
+			contains: func(o, n string) []string {
+				return []string{"write policy write_through → write_back", "io backend kernel → direct"}
+			},
+		},
+		"writing a default out is no change": {
+			old:  edit(t, "qwen3").Obj(),
+			new:  edit(t, "qwen3").WritePolicy("write_through").IOBackend("kernel").Obj(),
+			kind: cache.Neutral,
+			contains: func(o, n string) []string {
+				return []string{"nothing to flush: the new spec reads and writes the same objects"}
+			},
+		},
 		"a breaking change under the Fixed strategy stops, flushes and starts": {
 			old:  edit(t, "qwen3_next").Obj(),
 			new:  edit(t, "qwen3_next").MambaSSMDType("bfloat16").Obj(),
@@ -116,9 +132,12 @@ func TestDiff(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &rep); err != nil {
 				t.Fatalf("diff -o json is not JSON: %v\n%s", err, out)
 			}
-			want := cache.Classify(oldRes.Config(tc.old), newRes.Config(tc.new))
+			want := cache.Classify(effective(oldRes.Config(tc.old)), effective(newRes.Config(tc.new)))
 			if rep.Kind != tc.kind || want.Kind != tc.kind {
 				t.Errorf("kind = %s, Classify says %s, want %s", rep.Kind, want.Kind, tc.kind)
+			}
+			if want.Changes == nil {
+				want.Changes = []cache.FactChange{} // diff -o json writes [], not null
 			}
 			if diff := cmp.Diff(want.Changes, rep.Changes); diff != "" {
 				t.Errorf("changes differ from Classify (-classify +diff):\n%s", diff)

@@ -111,6 +111,21 @@ func (e *hcdEdit) KVCacheDType(d hicachev1alpha1.KVCacheDType) *hcdEdit {
 	return e
 }
 
+func (e *hcdEdit) WritePolicy(p hicachev1alpha1.WritePolicy) *hcdEdit {
+	e.hcd.Spec.HiCache.WritePolicy = p
+	return e
+}
+
+func (e *hcdEdit) IOBackend(b hicachev1alpha1.IOBackend) *hcdEdit {
+	e.hcd.Spec.HiCache.IOBackend = b
+	return e
+}
+
+func (e *hcdEdit) MemLayout(l hicachev1alpha1.MemLayout) *hcdEdit {
+	e.hcd.Spec.HiCache.MemLayout = l
+	return e
+}
+
 func (e *hcdEdit) MambaSSMDType(d string) *hcdEdit { e.hcd.Spec.HiCache.MambaSSMDType = d; return e }
 
 func (e *hcdEdit) FlushPolicy(p hicachev1alpha1.FlushPolicy) *hcdEdit {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -125,6 +126,7 @@ func Plan(t Topology) (RankPlan, error) {
 						PPRank:     pp,
 						DPRank:     dpg,
 						Reads:      make([]PoolKeys, 0, len(pools)),
+						Writes:     []PoolKeys{},
 					}
 					if !t.DPAttention {
 						d.DPRank = rep
@@ -307,21 +309,27 @@ func groupShape(p RankPlan) string {
 	return strings.Join(parts, " × ")
 }
 
-// WriteTable writes the plan as an aligned table, one row per rank, followed
-// by the warnings.
+// WriteTable writes the plan as an aligned table of what each rank writes,
+// then what they read and the warnings. Neighbouring ranks with the same
+// duties (same stage, writes and reason, such as the followers of a
+// rank-replicated target) share one row, their ranks written as a range
+// ("1-15").
 func (p RankPlan) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANK\tTP\tPP\tDP\tWRITES\tREADS\tREASON")
-	for _, r := range p.Ranks {
-		writes := "-"
-		if len(r.Writes) > 0 {
-			writes = describeKeys(r.Writes)
-		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\n", r.GlobalRank, r.TPRank, r.PPRank, r.DPRank,
-			writes, joinPools(poolsOf(r.Reads)), r.Reason)
+	fmt.Fprintln(tw, "RANK\tTP\tPP\tDP\tWRITES\tREASON")
+	for _, g := range groupRanks(p.Ranks) {
+		first, last := g[0], g[len(g)-1]
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", span(first.GlobalRank, last.GlobalRank), span(first.TPRank, last.TPRank),
+			first.PPRank, first.DPRank, rowWrites(first), first.Reason)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(p.Ranks) > 0 {
+		if _, err := fmt.Fprintf(w, "every rank reads %s: its own shard of rank-sharded pools, the one object of replicated ones\n",
+			joinPools(poolsOf(p.Ranks[0].Reads))); err != nil {
+			return err
+		}
 	}
 	for _, wn := range p.Warnings {
 		if _, err := fmt.Fprintf(w, "warning (%s): %s\n", wn.Code, wn.Message); err != nil {
@@ -329,6 +337,40 @@ func (p RankPlan) WriteTable(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// groupRanks splits ranks into runs of neighbours (consecutive global and TP
+// ranks) whose rows would read the same but for the rank numbers.
+func groupRanks(ranks []RankDuty) [][]RankDuty {
+	var out [][]RankDuty
+	for i, r := range ranks {
+		if i > 0 {
+			g := out[len(out)-1]
+			prev := g[len(g)-1]
+			if r.GlobalRank == prev.GlobalRank+1 && r.TPRank == prev.TPRank+1 && r.PPRank == prev.PPRank && r.DPRank == prev.DPRank &&
+				r.Reason == prev.Reason && rowWrites(r) == rowWrites(prev) {
+				out[len(out)-1] = append(g, r)
+				continue
+			}
+		}
+		out = append(out, []RankDuty{r})
+	}
+	return out
+}
+
+func rowWrites(r RankDuty) string {
+	if len(r.Writes) == 0 {
+		return "-"
+	}
+	return describeKeys(r.Writes)
+}
+
+// span is "3" or "1-15".
+func span(first, last int) string {
+	if first == last {
+		return strconv.Itoa(first)
+	}
+	return fmt.Sprintf("%d-%d", first, last)
 }
 
 func describeKeys(ks []PoolKeys) string {

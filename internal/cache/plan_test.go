@@ -288,15 +288,15 @@ func TestPlanTableAndJSON(t *testing.T) {
 	table := p.String()
 	for _, want := range []string{
 		"RANK", "WRITES", "kv _0_k; indexer _0_indexer; draft _0_0_draft_k,_0_0_draft_v",
-		"warning (DraftParallelism)",
+		"warning (DraftParallelism)", "every rank reads kv, indexer, draft: its own shard",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table does not contain %q:\n%s", want, table)
 		}
 	}
 	lines := strings.Split(strings.TrimSpace(table), "\n")
-	if len(lines) != 1+4+1 { // header, 4 ranks, 1 warning
-		t.Errorf("table has %d lines, want 6:\n%s", len(lines), table)
+	if len(lines) != 1+4+1+1 { // header, 4 ranks, reads, 1 warning
+		t.Errorf("table has %d lines, want 7:\n%s", len(lines), table)
 	}
 
 	raw, err := json.Marshal(p)
@@ -330,5 +330,34 @@ func TestPlanGlobalRankLayout(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("rank layout (-want +got):\n%s", diff)
+	}
+}
+
+// TestPlanTableGroupsIdenticalRanks: the 15 followers of a DeepSeek-V4 TP16 group have the same
+// duties and share one row; ranks whose keys differ (MHA shards) keep their own rows.
+func TestPlanTableGroupsIdenticalRanks(t *testing.T) {
+	cases := map[string]struct {
+		topo Topology
+		rows []string // the first two columns of each row
+	}{
+		"DSV4 TP16":    {topo: mk("DeepSeekV4").TP(16).Obj(t), rows: []string{"0 0", "1-15 1-15"}},
+		"DSV4 TP8 PP2": {topo: mk("DeepSeekV4").TP(8).PP(2).Obj(t), rows: []string{"0 0", "1-7 1-7", "8 0", "9-15 1-7"}},
+		"MHA TP4":      {topo: mk("Qwen3").TP(4).Obj(t), rows: []string{"0 0", "1 1", "2 2", "3 3"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			lines := strings.Split(strings.TrimSpace(mustPlan(t, tc.topo).String()), "\n")[1:]
+			var got []string
+			for _, l := range lines {
+				if strings.HasPrefix(l, "every rank reads") {
+					break
+				}
+				f := strings.Fields(l)
+				got = append(got, f[0]+" "+f[1])
+			}
+			if diff := cmp.Diff(tc.rows, got); diff != "" {
+				t.Errorf("rows (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
