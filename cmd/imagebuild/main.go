@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -55,6 +56,9 @@ func main() {
 	}
 	b, err := newBuilder(*force, *mirror)
 	if err != nil {
+		fail(err)
+	}
+	if err := b.lock(); err != nil {
 		fail(err)
 	}
 	want := flag.Args()
@@ -112,6 +116,36 @@ func newBuilder(force bool, mirror string) (*builder, error) {
 		return nil, err
 	}
 	return &builder{root: root, out: out, force: force, mirror: mirror, goVersion: strings.TrimSpace(string(gv))}, nil
+}
+
+// lock waits for any other build into the same directory (parallel test runs), then removes the
+// stage directories an interrupted build left.
+func (b *builder) lock() error {
+	f, err := os.OpenFile(filepath.Join(b.out, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		logf("waiting for another build into %s", rel(b.root, b.out))
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			return err
+		}
+	}
+	// f stays open, and locked, until the process exits.
+	stale, _ := filepath.Glob(filepath.Join(b.out, ".stage-*"))
+	mounts, _ := os.ReadFile("/proc/mounts")
+	for _, dir := range stale {
+		for _, line := range strings.Split(string(mounts), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+				return fmt.Errorf("%s, left by an interrupted build, still has %s mounted: umount it, then run again", rel(b.root, dir), f[1])
+			}
+		}
+		logf("removing %s, left by an interrupted build", rel(b.root, dir))
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // recipe is how one image is made: what its content key covers, and the build into a stage
