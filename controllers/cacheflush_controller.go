@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -27,17 +29,23 @@ import (
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 )
 
-// CacheFlushReconciler runs flushes of a backend, one at a time, and verifies them.
+// CacheFlushReconciler runs flushes of a backend, one at a time, and verifies them. What to do
+// next is decided by planFlush (flush_plan.go); this file observes and executes.
 type CacheFlushReconciler struct {
 	client.Client
-	Recorder events.EventRecorder
-	Options  Options
-	Admin    StoreAdmin
-	Flusher  NamespaceFlusher
-	Clock    clock.PassiveClock
+	// APIReader reads from the API server itself, past the cache: the check that no other
+	// process claimed a flush of the same backend must see the latest claims.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Options   Options
+	Admin     StoreAdmin
+	Flusher   NamespaceFlusher
+	Clock     clock.PassiveClock
 
 	// running holds one lock per backend: flushes of different backends run side by side (a
 	// slow or unreachable store never holds up another), flushes of one backend one at a time.
+	// It only spares this process claims it would give back: across processes the durable
+	// claims decide.
 	running sync.Map // namespace/backend → *sync.Mutex
 }
 
@@ -59,12 +67,10 @@ func (r *CacheFlushReconciler) lockBackend(cf *hicachev1alpha1.CacheFlush) (unlo
 
 const (
 	flushBackendIndex = "flush.spec.backendRef.name"
-	// maxFlushAttempts bounds the retries of a flush that runs but leaves keys behind.
-	maxFlushAttempts  = 2
 	flushWaitInterval = 5 * time.Second
+	// annotationAttempt is the attempt a flush Job runs.
+	annotationAttempt = "hicache.io/attempt"
 )
-
-var errTenantsDisabled = errors.New("the backend is not multi-tenant")
 
 // finished tells whether a flush has reached an end: Complete, or Failed for good.
 func finished(cf *hicachev1alpha1.CacheFlush) bool {
@@ -72,17 +78,47 @@ func finished(cf *hicachev1alpha1.CacheFlush) bool {
 		return true
 	}
 	c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionFailed)
-	return c != nil && c.Status == metav1.ConditionTrue && (c.Reason == hicachev1alpha1.ReasonKeysLeft || c.Reason == hicachev1alpha1.ReasonInvalidScope)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return false
+	}
+	switch c.Reason {
+	case hicachev1alpha1.ReasonKeysLeft, hicachev1alpha1.ReasonInvalidScope, hicachev1alpha1.ReasonAttemptsExhausted:
+		return true
+	}
+	return false
 }
 
-// Reconcile runs one CacheFlush when its turn comes and nothing uses what it would remove.
+// flushStatusWriter writes a flush's status with its resourceVersion: a write over a status
+// that changed meanwhile (another process claimed or recorded the flush) is refused.
+type flushStatusWriter struct {
+	c    client.Client
+	cf   *hicachev1alpha1.CacheFlush
+	base *hicachev1alpha1.CacheFlush
+}
+
+// write stores the status if it changed.
+func (w *flushStatusWriter) write(ctx context.Context) error {
+	if equality.Semantic.DeepEqual(w.base.Status, w.cf.Status) {
+		return nil
+	}
+	if err := w.c.Status().Patch(ctx, w.cf, client.MergeFromWithOptions(w.base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	w.base = w.cf.DeepCopy()
+	return nil
+}
+
+// Reconcile takes one step of a CacheFlush: the one planFlush names.
 func (r *CacheFlushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var cf hicachev1alpha1.CacheFlush
 	if err := r.Get(ctx, req.NamespacedName, &cf); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !cf.DeletionTimestamp.IsZero() || finished(&cf) {
+	if !cf.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
+	}
+	if finished(&cf) {
+		return ctrl.Result{}, r.cleanupJobs(ctx, &cf)
 	}
 	unlock, ok := r.lockBackend(&cf)
 	if !ok {
@@ -90,165 +126,378 @@ func (r *CacheFlushReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 	}
 	defer unlock()
-	orig := cf.DeepCopy()
-	now := metav1.NewTime(r.Clock.Now())
-	set := func(typ string, ok bool, reason, msg string) {
-		s := metav1.ConditionFalse
-		if ok {
-			s = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&cf.Status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg,
-			ObservedGeneration: cf.Generation, LastTransitionTime: now})
-	}
+	w := &flushStatusWriter{c: r.Client, cf: &cf, base: cf.DeepCopy()}
 	cf.Status.ObservedGeneration = cf.Generation
-	result, err := r.run(ctx, &cf, set, now)
-	if !equality.Semantic.DeepEqual(orig.Status, cf.Status) {
-		patch := client.MergeFrom(orig)
-		if perr := r.Status().Patch(ctx, &cf, patch); perr != nil {
-			return ctrl.Result{}, errors.Join(err, perr)
+	result, err := r.run(ctx, w)
+	if perr := w.write(ctx); perr != nil {
+		if apierrors.IsConflict(perr) && err == nil {
+			// Someone else wrote the flush meanwhile: look again at what it says now.
+			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}
+		return ctrl.Result{}, errors.Join(err, perr)
 	}
 	return result, err
 }
 
-// run is the flush's phases: wait for its turn, the backend and the namespace to be free; execute;
-// verify; record.
-func (r *CacheFlushReconciler) run(ctx context.Context, cf *hicachev1alpha1.CacheFlush, set func(string, bool, string, string), now metav1.Time) (ctrl.Result, error) {
-	// 1. One flush at a time per backend: the oldest unfinished goes first.
-	first, err := r.firstInLine(ctx, cf)
+func (r *CacheFlushReconciler) policy() flushPolicy { return r.Options.flushPolicy() }
+
+func (r *CacheFlushReconciler) event(cf *hicachev1alpha1.CacheFlush, ev flushEvent) {
+	if ev.Reason != "" {
+		r.Recorder.Eventf(cf, nil, ev.Type, ev.Reason, ev.Action, "%s", ev.Message)
+	}
+}
+
+// requeueAt looks again at t, or after flushWaitInterval if t has passed.
+func (r *CacheFlushReconciler) requeueAt(t time.Time) ctrl.Result {
+	d := t.Sub(r.Clock.Now())
+	if d <= 0 {
+		d = time.Second
+	}
+	return ctrl.Result{RequeueAfter: d}
+}
+
+// run observes the flush, plans its next step and takes it.
+func (r *CacheFlushReconciler) run(ctx context.Context, w *flushStatusWriter) (ctrl.Result, error) {
+	cf := w.cf
+	now := r.Clock.Now()
+	jobs, err := r.attemptJobs(ctx, cf)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if first != cf.Name {
-		set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForTurn,
-			fmt.Sprintf("Waiting for CacheFlush %s of the same backend to finish", first))
-		return ctrl.Result{}, nil // the other flush's completion wakes this one
+	var others hicachev1alpha1.CacheFlushList
+	if err := r.List(ctx, &others, client.InNamespace(cf.Namespace), client.MatchingFields{flushBackendIndex: cf.Spec.BackendRef.Name}); err != nil {
+		return ctrl.Result{}, err
 	}
+	p := r.policy()
+	plan := planFlush(flushObservation{
+		Status: &cf.Status, Finished: finished(cf), Identity: r.Options.Identity, Now: now,
+		Jobs: jobs, Turn: turnOf(cf.Name, others.Items, now), Policy: p,
+	})
+	switch plan.Step {
+	case stepDone:
+		return ctrl.Result{}, nil
+	case stepWaitClaim:
+		setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonClaimedElsewhere,
+			fmt.Sprintf("Attempt %d is run by %s; its claim lapses at %s", plan.Attempt, plan.Holder, plan.Until.UTC().Format(time.RFC3339)), now)
+		return r.requeueAt(plan.Until), nil
+	case stepWaitTurn:
+		setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForTurn,
+			fmt.Sprintf("Waiting for CacheFlush %s of the same backend to finish", plan.Holder), now)
+		return r.requeueAt(plan.Until), nil // the other flush's changes wake this one sooner
+	case stepWaitJob:
+		return ctrl.Result{RequeueAfter: flushWaitInterval}, nil
+	case stepBackoff:
+		return r.requeueAt(plan.Until), nil
+	case stepGiveUp:
+		reason, msg := "", ""
+		if c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
+			reason, msg = c.Reason, c.Message
+		}
+		r.event(cf, giveUp(cf, p, reason, msg, now))
+		return ctrl.Result{}, nil
+	case stepRecover:
+		return r.recover(ctx, w, plan.Attempt)
+	case stepPoll:
+		return r.poll(ctx, w, plan.Attempt)
+	}
+	return r.start(ctx, w, plan.Attempt)
+}
 
-	// 2. The backend and where it answers.
+// backend reads the flush's CacheBackend and its endpoints; nil when the flush must wait for them.
+func (r *CacheFlushReconciler) backend(ctx context.Context, cf *hicachev1alpha1.CacheFlush, now time.Time) (*hicachev1alpha1.CacheBackend, error) {
 	var cb hicachev1alpha1.CacheBackend
 	if err := r.Get(ctx, client.ObjectKey{Namespace: cf.Namespace, Name: cf.Spec.BackendRef.Name}, &cb); err != nil {
 		if apierrors.IsNotFound(err) {
-			set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForBackend,
-				fmt.Sprintf("CacheBackend %q does not exist", cf.Spec.BackendRef.Name))
-			return ctrl.Result{RequeueAfter: flushWaitInterval}, nil
+			setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForBackend,
+				fmt.Sprintf("CacheBackend %q does not exist", cf.Spec.BackendRef.Name), now)
+			return nil, nil
 		}
-		return ctrl.Result{}, err
+		return nil, err
 	}
-	ep := cb.Status.Endpoints
-	if ep == nil || ep.AdminURL == "" {
-		set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForBackend,
-			fmt.Sprintf("CacheBackend %q has no endpoints yet", cb.Name))
-		return ctrl.Result{RequeueAfter: flushWaitInterval}, nil
+	if ep := cb.Status.Endpoints; ep == nil || ep.AdminURL == "" {
+		setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForBackend,
+			fmt.Sprintf("CacheBackend %q has no endpoints yet", cb.Name), now)
+		return nil, nil
 	}
+	return &cb, nil
+}
+
+// countable tells whether the scope's objects can be counted (a tenant's cannot).
+func countable(cf *hicachev1alpha1.CacheFlush) bool {
+	return cf.Spec.Scope != hicachev1alpha1.FlushScopeTenant
+}
+
+// start runs the flush's phases for attempt n: the backend and where it answers; safety; count
+// what the scope holds; claim; execute; verify; record.
+func (r *CacheFlushReconciler) start(ctx context.Context, w *flushStatusWriter, n int32) (ctrl.Result, error) {
+	cf := w.cf
+	now := r.Clock.Now()
+	p := r.policy()
+
+	// 2. The backend and where it answers.
+	cb, err := r.backend(ctx, cf, now)
+	if err != nil || cb == nil {
+		return ctrl.Result{RequeueAfter: flushWaitInterval}, err
+	}
+	ep := *cb.Status.Endpoints
 
 	// 3. Safety, checked right before executing: nothing may still use the namespace.
 	if cf.Spec.Scope == hicachev1alpha1.FlushScopeNamespace {
 		if user, err := r.namespaceUser(ctx, cf); err != nil {
 			return ctrl.Result{}, err
 		} else if user != "" {
-			set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonNamespaceInUse,
-				fmt.Sprintf("Namespace %s is still used by %s; the flush runs once nothing uses it", cf.Spec.Namespace, user))
+			setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonNamespaceInUse,
+				fmt.Sprintf("Namespace %s is still used by %s; the flush runs once nothing uses it", cf.Spec.Namespace, user), now)
 			return ctrl.Result{RequeueAfter: flushWaitInterval}, nil
 		}
 	}
 
-	// 4. Execute.
-	force := cf.Spec.Force == nil || *cf.Spec.Force
-	if cf.Status.StartTime == nil {
-		cf.Status.StartTime = &now
-	}
-	// A new attempt starts unless one is still running (a Job that has not finished): an
-	// attempt runs from here until it fails or its result is recorded.
-	running := false
-	if c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionComplete); c != nil && c.Reason == hicachev1alpha1.ReasonRunning {
-		running = !meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionFailed)
-	}
-	if !running {
-		cf.Status.Attempts++
-		if meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionFailed) != nil {
-			set(hicachev1alpha1.ConditionFailed, false, hicachev1alpha1.ReasonRunning, fmt.Sprintf("Attempt %d is running", cf.Status.Attempts))
+	// 4. What the scope holds right before the attempt: the claim keeps it, so that whoever
+	// records the attempt knows what it removed even if its process stops.
+	actx, cancel := context.WithTimeout(ctx, p.AttemptTimeout)
+	defer cancel()
+	var before *int64
+	if countable(cf) {
+		k, err := r.Admin.CountKeys(actx, ep.AdminURL, scopePrefix(cf))
+		if err != nil {
+			cf.Status.Attempts = n
+			r.event(cf, failAttempt(cf, p, n, hicachev1alpha1.ReasonBackendUnreachable,
+				fmt.Sprintf("Attempt %d failed: counting the objects of the %s before flushing: %v", n, describeScope(cf), attemptErr(actx, err, p)), now))
+			return r.requeueAt(r.Clock.Now().Add(p.backoff(n))), nil
 		}
+		before = &k
 	}
-	set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonRunning, fmt.Sprintf("Attempt %d is running", cf.Status.Attempts))
-	removed, done, execErr := r.execute(ctx, cf, &cb, *ep, force)
-	if errors.Is(execErr, errTenantsDisabled) {
-		msg := fmt.Sprintf("CacheBackend %s is not multi-tenant: its master ignores a tenant and would remove every object, so a Tenant flush is refused; use scope Namespace or All", cb.Name)
-		set(hicachev1alpha1.ConditionFailed, true, hicachev1alpha1.ReasonInvalidScope, msg)
-		set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonInvalidScope, msg)
-		r.Recorder.Eventf(cf, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonInvalidScope, "Flush", "%s", msg)
-		return ctrl.Result{}, nil
-	}
-	if execErr != nil {
-		set(hicachev1alpha1.ConditionFailed, true, hicachev1alpha1.ReasonBackendUnreachable,
-			fmt.Sprintf("Attempt %d failed and is retried: %v", cf.Status.Attempts, execErr))
-		r.Recorder.Eventf(cf, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonBackendUnreachable, "Flush", "Attempt %d failed: %v", cf.Status.Attempts, execErr)
-		return ctrl.Result{}, fmt.Errorf("flushing %s: %w", cf.Name, execErr)
-	}
-	if !done {
-		return ctrl.Result{RequeueAfter: flushWaitInterval}, nil
-	}
-	cf.Status.Removed += removed
 
-	// 5. Verify: list what is left of the scope.
-	left, err := r.Admin.CountKeys(ctx, ep.AdminURL, scopePrefix(cf))
-	if err != nil {
-		set(hicachev1alpha1.ConditionFailed, true, hicachev1alpha1.ReasonBackendUnreachable,
-			fmt.Sprintf("The flush ran but its result could not be verified: %v", err))
-		return ctrl.Result{}, err
-	}
-	cf.Status.KeysLeft = left
-	if left > 0 && force && cf.Spec.Scope != hicachev1alpha1.FlushScopeTenant {
-		if cf.Status.Attempts < maxFlushAttempts {
-			set(hicachev1alpha1.ConditionFailed, true, hicachev1alpha1.ReasonKeysLeft+"Retrying",
-				fmt.Sprintf("%d objects of the scope are left after attempt %d; retrying once", left, cf.Status.Attempts))
+	// 5. Claim, with the resourceVersion: a conflict means another process claimed it.
+	unclaimed := cf.Status.DeepCopy()
+	started := startAttempt(cf, p, r.Options.Identity, r.method(cf), n, before, now)
+	if err := w.write(ctx); err != nil {
+		if apierrors.IsConflict(err) {
 			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}
-		msg := fmt.Sprintf("%d objects of the scope are still there after %d forced attempts; something still writes them (check for serving pods outside this operator using the namespace)", left, cf.Status.Attempts)
-		set(hicachev1alpha1.ConditionFailed, true, hicachev1alpha1.ReasonKeysLeft, msg)
-		set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonKeysLeft, msg)
-		r.Recorder.Eventf(cf, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonKeysLeft, "Verify", "%s", msg)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, err
+	}
+	// One flush of a backend at a time, across processes too: another process may have claimed
+	// another flush of this backend at the same moment. Both claims are stored before either
+	// reads the other, so at least one of the two sees the other and gives its claim back.
+	if other, err := r.claimedElsewhere(ctx, cf, now); err != nil {
+		return ctrl.Result{}, err
+	} else if other != "" {
+		cf.Status = *unclaimed
+		setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForTurn,
+			fmt.Sprintf("Waiting for CacheFlush %s of the same backend to finish", other), now)
+		return ctrl.Result{RequeueAfter: time.Second + time.Duration(rand.Int64N(int64(2*time.Second)))}, nil //nolint:gosec // a jitter, not a secret
 	}
 
-	// 6. Record.
-	cf.Status.CompletionTime = &now
-	msg := fmt.Sprintf("Removed %d objects (%s); %d left", cf.Status.Removed, describeScope(cf), left)
-	set(hicachev1alpha1.ConditionComplete, true, hicachev1alpha1.ReasonFlushed, msg)
-	set(hicachev1alpha1.ConditionFailed, false, hicachev1alpha1.ReasonFlushed, "The flush completed")
-	r.Recorder.Eventf(cf, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonFlushed, "Flush", "%s", msg)
+	// 6. Execute.
+	r.event(cf, started)
+	out, done := r.execute(actx, cf, cb, ep, n)
+	if !done {
+		return ctrl.Result{RequeueAfter: flushWaitInterval}, nil // the Job's changes wake it sooner
+	}
+	return r.verifyAndRecord(ctx, w, n, ep, out)
+}
+
+// verifyAndRecord counts what is left of the scope after an attempt that ran, and records the
+// attempt.
+func (r *CacheFlushReconciler) verifyAndRecord(ctx context.Context, w *flushStatusWriter, n int32, ep hicachev1alpha1.BackendEndpoints, out attemptOutcome) (ctrl.Result, error) {
+	cf := w.cf
+	p := r.policy()
+	if out.Err == nil && countable(cf) {
+		left, err := r.Admin.CountKeys(ctx, ep.AdminURL, scopePrefix(cf))
+		if err != nil {
+			out.Err, out.Reason = fmt.Errorf("the flush ran (%d objects removed) but what is left could not be counted: %w", out.Removed, err), hicachev1alpha1.ReasonBackendUnreachable
+		} else {
+			out.Left = &left
+		}
+	}
+	force := cf.Spec.Force == nil || *cf.Spec.Force
+	now := r.Clock.Now()
+	r.event(cf, recordAttempt(cf, p, n, out, force, now))
+	if err := w.write(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.cleanupJobs(ctx, cf); err != nil {
+		return ctrl.Result{}, err
+	}
+	if cf.Status.NextAttemptTime != nil {
+		return r.requeueAt(cf.Status.NextAttemptTime.Time), nil
+	}
 	return ctrl.Result{}, nil
 }
 
-// execute runs the flush by the path its scope and backend call for.
-func (r *CacheFlushReconciler) execute(ctx context.Context, cf *hicachev1alpha1.CacheFlush, cb *hicachev1alpha1.CacheBackend, ep hicachev1alpha1.BackendEndpoints, force bool) (int64, bool, error) {
-	switch cf.Spec.Scope {
-	case hicachev1alpha1.FlushScopeAll:
-		cf.Status.Method = "AdminAPI"
-		n, err := r.Admin.RemoveAll(ctx, ep.AdminURL, force, "")
-		return n, err == nil, err
-	case hicachev1alpha1.FlushScopeTenant:
-		cf.Status.Method = "AdminAPI"
-		if cb.Spec.Mooncake == nil || !cb.Spec.Mooncake.MultiTenant {
-			return 0, false, reconcile.TerminalError(errTenantsDisabled)
-		}
-		n, err := r.Admin.RemoveAll(ctx, ep.AdminURL, force, cf.Spec.Tenant)
-		return n, err == nil, err
-	default:
-		cf.Status.Method = "Script"
-		image := ""
-		if cb.Spec.Mooncake != nil && cb.Spec.Mooncake.Managed != nil {
-			image = cb.Spec.Mooncake.Managed.Image
-		}
-		if image == "" {
-			image = r.Options.DefaultMooncakeImage
-		}
-		res, done, err := r.Flusher.FlushNamespace(ctx, NamespaceFlushRequest{
-			Flush: cf, Backend: cb, Endpoints: ep, Prefix: cf.Spec.Namespace + "_", Force: force,
-			Image: image, Attempt: cf.Status.Attempts,
-		})
-		return res.Removed, done, err
+// poll checks on the Job of attempt n, creating it if it is missing, and records the attempt
+// when the Job ended.
+func (r *CacheFlushReconciler) poll(ctx context.Context, w *flushStatusWriter, n int32) (ctrl.Result, error) {
+	cf := w.cf
+	cb, err := r.backend(ctx, cf, r.Clock.Now())
+	if err != nil || cb == nil {
+		return ctrl.Result{RequeueAfter: flushWaitInterval}, err
 	}
+	ep := *cb.Status.Endpoints
+	out, done := r.execute(ctx, cf, cb, ep, n)
+	if !done {
+		return ctrl.Result{RequeueAfter: flushWaitInterval}, nil
+	}
+	return r.verifyAndRecord(ctx, w, n, ep, out)
+}
+
+// recover accounts for attempt n, whose process stopped before recording it.
+func (r *CacheFlushReconciler) recover(ctx context.Context, w *flushStatusWriter, n int32) (ctrl.Result, error) {
+	cf := w.cf
+	var keysNow *int64
+	if countable(cf) {
+		cb, err := r.backend(ctx, cf, r.Clock.Now())
+		if err != nil || cb == nil {
+			return ctrl.Result{RequeueAfter: flushWaitInterval}, err
+		}
+		k, err := r.Admin.CountKeys(ctx, cb.Status.Endpoints.AdminURL, scopePrefix(cf))
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("counting the objects of the %s left by interrupted attempt %d: %w", describeScope(cf), n, err)
+		}
+		keysNow = &k
+	}
+	r.event(cf, recoverAttempt(cf, r.policy(), n, keysNow, r.Clock.Now()))
+	if err := w.write(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+}
+
+// claimedElsewhere names another flush of the same backend with an attempt under way, as the
+// API server has it now.
+func (r *CacheFlushReconciler) claimedElsewhere(ctx context.Context, cf *hicachev1alpha1.CacheFlush, now time.Time) (string, error) {
+	var list hicachev1alpha1.CacheFlushList
+	if err := r.APIReader.List(ctx, &list, client.InNamespace(cf.Namespace)); err != nil {
+		return "", err
+	}
+	same := list.Items[:0]
+	for _, o := range list.Items {
+		if o.Spec.BackendRef.Name == cf.Spec.BackendRef.Name {
+			same = append(same, o)
+		}
+	}
+	if t := turnOf(cf.Name, same, now); t != nil {
+		return t.Flush, nil
+	}
+	return "", nil
+}
+
+// method is how a flush runs.
+func (r *CacheFlushReconciler) method(cf *hicachev1alpha1.CacheFlush) string {
+	if cf.Spec.Scope != hicachev1alpha1.FlushScopeNamespace {
+		return hicachev1alpha1.MethodAdminAPI
+	}
+	return r.Flusher.Method(cf)
+}
+
+// attemptErr names a deadline an attempt ran into.
+func attemptErr(actx context.Context, err error, p flushPolicy) error {
+	if errors.Is(actx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: it did not finish within %s and was stopped (%v)", errAttemptTimedOut, p.AttemptTimeout, err)
+	}
+	return err
+}
+
+// execute runs attempt n by the path its scope and backend call for; done is false while its
+// Job runs.
+func (r *CacheFlushReconciler) execute(ctx context.Context, cf *hicachev1alpha1.CacheFlush, cb *hicachev1alpha1.CacheBackend, ep hicachev1alpha1.BackendEndpoints, n int32) (attemptOutcome, bool) {
+	force := cf.Spec.Force == nil || *cf.Spec.Force
+	p := r.policy()
+	fail := func(err error, reason string) (attemptOutcome, bool) {
+		if err = attemptErr(ctx, err, p); errors.Is(err, errAttemptTimedOut) {
+			reason = hicachev1alpha1.ReasonAttemptTimedOut
+		}
+		return attemptOutcome{Err: err, Reason: reason}, true
+	}
+	switch cf.Spec.Scope {
+	case hicachev1alpha1.FlushScopeAll, hicachev1alpha1.FlushScopeTenant:
+		tenant := ""
+		if cf.Spec.Scope == hicachev1alpha1.FlushScopeTenant {
+			if cb.Spec.Mooncake == nil || !cb.Spec.Mooncake.MultiTenant {
+				return attemptOutcome{Final: true, Reason: hicachev1alpha1.ReasonInvalidScope, Err: fmt.Errorf(
+					"CacheBackend %s is not multi-tenant: its master ignores a tenant and would remove every object, so a Tenant flush is refused; use scope Namespace or All", cb.Name)}, true
+			}
+			tenant = cf.Spec.Tenant
+		}
+		k, err := r.Admin.RemoveAll(ctx, ep.AdminURL, force, tenant)
+		if err != nil {
+			return fail(err, hicachev1alpha1.ReasonBackendUnreachable)
+		}
+		return attemptOutcome{Removed: k}, true
+	}
+	image := ""
+	if cb.Spec.Mooncake != nil && cb.Spec.Mooncake.Managed != nil {
+		image = cb.Spec.Mooncake.Managed.Image
+	}
+	if image == "" {
+		image = r.Options.DefaultMooncakeImage
+	}
+	res, done, err := r.Flusher.FlushNamespace(ctx, NamespaceFlushRequest{
+		Flush: cf, Backend: cb, Endpoints: ep, Prefix: cf.Spec.Namespace + "_", Force: force,
+		Image: image, Attempt: n, Deadline: p.AttemptTimeout,
+	})
+	if err != nil {
+		reason := hicachev1alpha1.ReasonBackendUnreachable
+		if cf.Status.Method == hicachev1alpha1.MethodJob {
+			reason = hicachev1alpha1.ReasonJobFailed
+		}
+		return fail(err, reason)
+	}
+	return attemptOutcome{Removed: res.Removed}, done
+}
+
+// attemptJobs lists the flush's attempt Jobs.
+func (r *CacheFlushReconciler) attemptJobs(ctx context.Context, cf *hicachev1alpha1.CacheFlush) ([]attemptJob, error) {
+	var list batchv1.JobList
+	if err := r.List(ctx, &list, client.InNamespace(cf.Namespace), client.MatchingLabels{"app.kubernetes.io/name": "mooncake-flush"}); err != nil {
+		return nil, err
+	}
+	var jobs []attemptJob
+	for i := range list.Items {
+		j := &list.Items[i]
+		if o := metav1.GetControllerOf(j); o == nil || o.UID != cf.UID || !j.DeletionTimestamp.IsZero() {
+			continue
+		}
+		n, _ := strconv.Atoi(j.Annotations[annotationAttempt])
+		jobs = append(jobs, attemptJob{Name: j.Name, Attempt: int32(n), Finished: jobFinished(j)}) //nolint:gosec // attempts are small
+	}
+	sort.Slice(jobs, func(a, b int) bool { return jobs[a].Attempt < jobs[b].Attempt })
+	return jobs, nil
+}
+
+// cleanupJobs deletes the Jobs of attempts whose result is recorded. The last one stays while
+// the flush is unfinished or Failed, for its logs; none stays once the flush is Complete.
+func (r *CacheFlushReconciler) cleanupJobs(ctx context.Context, cf *hicachev1alpha1.CacheFlush) error {
+	jobs, err := r.attemptJobs(ctx, cf)
+	if err != nil {
+		return err
+	}
+	var claimed int32
+	if cf.Status.Claim != nil {
+		claimed = cf.Status.Claim.Attempt
+	}
+	done := meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete)
+	for i, j := range jobs {
+		last := i == len(jobs)-1
+		if !j.Finished || j.Attempt == claimed || last && !done {
+			continue
+		}
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: j.Name, Namespace: cf.Namespace}}
+		if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func jobFinished(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			return true
+		}
+	}
+	return false
 }
 
 // scopePrefix is the key prefix verification counts.
@@ -270,31 +519,6 @@ func describeScope(cf *hicachev1alpha1.CacheFlush) string {
 		return "tenant " + cf.Spec.Tenant
 	}
 	return "the whole store"
-}
-
-// firstInLine names the flush of the same backend that holds the backend: one with an attempt
-// under way (started and not finished), else this one. Flushes that wait (for their namespace to
-// be free, for the backend) hold nothing, so one that cannot run never blocks the others.
-func (r *CacheFlushReconciler) firstInLine(ctx context.Context, cf *hicachev1alpha1.CacheFlush) (string, error) {
-	var list hicachev1alpha1.CacheFlushList
-	if err := r.List(ctx, &list, client.InNamespace(cf.Namespace), client.MatchingFields{flushBackendIndex: cf.Spec.BackendRef.Name}); err != nil {
-		return "", err
-	}
-	var holders []*hicachev1alpha1.CacheFlush
-	for i := range list.Items {
-		o := &list.Items[i]
-		if o.Name == cf.Name || finished(o) || !o.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if c := meta.FindStatusCondition(o.Status.Conditions, hicachev1alpha1.ConditionComplete); c != nil && c.Reason == hicachev1alpha1.ReasonRunning {
-			holders = append(holders, o)
-		}
-	}
-	if len(holders) == 0 {
-		return cf.Name, nil
-	}
-	sort.Slice(holders, func(i, j int) bool { return holders[i].Name < holders[j].Name })
-	return holders[0].Name, nil
 }
 
 // namespaceUser names what still uses a flush's namespace: a serving pod labelled with it, or a
@@ -335,6 +559,12 @@ func (r *CacheFlushReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.Flusher == nil {
 		r.Flusher = JobFlusher{Client: mgr.GetClient()}
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.Options.Identity == "" {
+		r.Options.Identity = DefaultIdentity()
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hicachev1alpha1.CacheFlush{}, flushBackendIndex,
 		func(o client.Object) []string { return []string{o.(*hicachev1alpha1.CacheFlush).Spec.BackendRef.Name} }); err != nil {

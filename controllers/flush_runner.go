@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,12 +34,18 @@ type NamespaceFlushRequest struct {
 	Force     bool
 	Image     string
 	Attempt   int32
+	// Deadline bounds the attempt: the Job's activeDeadlineSeconds, or the local script's run.
+	Deadline time.Duration
 }
 
 // NamespaceFlusher removes every object under one key prefix of a store without multi-tenancy.
 // Mooncake's admin API cannot do that, so the Mooncake client does it, through flush.py.
 type NamespaceFlusher interface {
-	// FlushNamespace runs (or checks on) a flush; done is false while it still runs.
+	// Method says where the flusher runs a flush's attempts: MethodJob (a Job, which outlives
+	// the operator process that created it) or MethodLocal (inside the operator process).
+	Method(cf *hicachev1alpha1.CacheFlush) string
+	// FlushNamespace runs (or checks on) an attempt of a flush; done is false while it still
+	// runs. It returns when ctx is done, at the latest.
 	FlushNamespace(ctx context.Context, req NamespaceFlushRequest) (res flushjob.Result, done bool, err error)
 }
 
@@ -45,6 +54,9 @@ type NamespaceFlusher interface {
 type JobFlusher struct {
 	Client client.Client
 }
+
+// Method is MethodJob.
+func (JobFlusher) Method(*hicachev1alpha1.CacheFlush) string { return hicachev1alpha1.MethodJob }
 
 // jobName is the Job of one attempt of a flush: a DNS label of at most 63 characters, since the
 // Job's name is also a label value of its pods.
@@ -58,19 +70,25 @@ func buildFlushJob(req NamespaceFlushRequest) *batchv1.Job {
 	labels := map[string]string{
 		"app.kubernetes.io/name":       "mooncake-flush",
 		"app.kubernetes.io/managed-by": FieldOwner,
-		"hicache.io/flush":             cf.Name,
+		"hicache.io/flush":             boundedName(cf.Name, 63),
 		LabelBackend:                   req.Backend.Name,
 	}
 	podSec, sec := restrictedSecurity()
+	deadline := int64(req.Deadline / time.Second)
+	if deadline <= 0 {
+		deadline = int64(defaultFlushPolicy.AttemptTimeout / time.Second)
+	}
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: jobName(cf.Name, req.Attempt), Namespace: cf.Namespace, Labels: labels,
+			Annotations:     map[string]string{annotationAttempt: strconv.Itoa(int(req.Attempt))},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cf, hicachev1alpha1.GroupVersion.WithKind("CacheFlush"))},
 		},
 		Spec: batchv1.JobSpec{
-			BackoffLimit:            ptr.To(int32(0)),
-			ActiveDeadlineSeconds:   ptr.To(int64(600)),
+			BackoffLimit: ptr.To(int32(0)),
+			// The attempt's deadline: the claim on the flush lapses only after it.
+			ActiveDeadlineSeconds:   ptr.To(deadline),
 			TTLSecondsAfterFinished: ptr.To(int32(3600)),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
@@ -181,7 +199,11 @@ type LocalFlusher struct {
 	Python string
 }
 
-// FlushNamespace runs the script to completion.
+// Method is MethodLocal.
+func (LocalFlusher) Method(*hicachev1alpha1.CacheFlush) string { return hicachev1alpha1.MethodLocal }
+
+// FlushNamespace runs the script to completion, or until ctx is done: then the script's whole
+// process group (it forks the Mooncake client into a child) is killed.
 func (l LocalFlusher) FlushNamespace(ctx context.Context, req NamespaceFlushRequest) (flushjob.Result, bool, error) {
 	dir, err := os.MkdirTemp("", "hicache-flush-")
 	if err != nil {
@@ -199,10 +221,27 @@ func (l LocalFlusher) FlushNamespace(ctx context.Context, req NamespaceFlushRequ
 	if !req.Force {
 		args = append(args, "--no-force")
 	}
+	if req.Deadline > 0 {
+		ctx2, cancel := context.WithTimeout(ctx, req.Deadline)
+		defer cancel()
+		ctx = ctx2
+	}
 	cmd := exec.CommandContext(ctx, l.Python, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error {
+		// The script leads its own group (Setpgid): -pid is the group, its forked child too.
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return err
+		}
+		return nil
+	}
+	cmd.WaitDelay = 2 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
+	if ctx.Err() != nil {
+		return flushjob.Result{}, true, fmt.Errorf("flush script stopped: %w", ctx.Err())
+	}
 	res, perr := parseFlushOutput(stdout.String())
 	if runErr != nil {
 		return res, true, fmt.Errorf("flush script: %v: %s", runErr, strings.TrimSpace(lastLine(stderr.String(), nil)))

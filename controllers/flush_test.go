@@ -3,6 +3,7 @@ package controllers
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -33,7 +34,7 @@ func TestBuildFlushJob(t *testing.T) {
 	cf := testFlush("old-layout", hicachev1alpha1.FlushScopeNamespace)
 	cb := &hicachev1alpha1.CacheBackend{ObjectMeta: metav1.ObjectMeta{Name: "mooncake", Namespace: "default"}}
 	req := NamespaceFlushRequest{
-		Flush: cf, Backend: cb, Prefix: "hc-0123456789_", Force: false, Image: "mooncake:test", Attempt: 2,
+		Flush: cf, Backend: cb, Prefix: "hc-0123456789_", Force: false, Image: "mooncake:test", Attempt: 2, Deadline: 90 * time.Second,
 		Endpoints: hicachev1alpha1.BackendEndpoints{RPCAddress: "m:50051", AdminURL: "http://m:9003", MetadataServer: "P2PHANDSHAKE"},
 	}
 	job := buildFlushJob(req)
@@ -47,8 +48,14 @@ func TestBuildFlushJob(t *testing.T) {
 	if ptr.Deref(job.Spec.BackoffLimit, -1) != 0 {
 		t.Errorf("backoffLimit = %v, want 0: the operator counts attempts itself", job.Spec.BackoffLimit)
 	}
-	if job.Spec.ActiveDeadlineSeconds == nil || job.Spec.TTLSecondsAfterFinished == nil {
-		t.Error("the Job has no deadline or no TTL")
+	if job.Spec.TTLSecondsAfterFinished == nil {
+		t.Error("the Job has no TTL")
+	}
+	if d := ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0); d != 90 {
+		t.Errorf("activeDeadlineSeconds = %d, want the attempt's deadline, 90", d)
+	}
+	if job.Annotations[annotationAttempt] != "2" {
+		t.Errorf("annotations %v do not name the attempt", job.Annotations)
 	}
 	pod := job.Spec.Template.Spec
 	if pod.RestartPolicy != corev1.RestartPolicyNever {

@@ -5,6 +5,8 @@ package controllers
 
 import (
 	"net/http"
+	"os"
+	"strconv"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -39,6 +41,47 @@ type Options struct {
 	Admin StoreAdmin
 	// Flusher removes one namespace of a store; nil means a Kubernetes Job per flush.
 	Flusher NamespaceFlusher
+	// Identity names this operator process in the claims of the flushes it runs; it must differ
+	// between processes that run at the same time. Empty means DefaultIdentity.
+	Identity string
+	// FlushAttemptTimeout is the deadline of one flush attempt (0: 3 minutes).
+	FlushAttemptTimeout time.Duration
+	// FlushMaxAttempts is how many attempts a flush gets before it is Failed for good (0: 5).
+	FlushMaxAttempts int32
+	// FlushBackoff is the wait after a flush's first failed attempt, doubled after each next
+	// one up to FlushBackoffMax (0: 10 seconds and 5 minutes).
+	FlushBackoff, FlushBackoffMax time.Duration
+}
+
+// DefaultIdentity is $POD_NAME, else the host name and the process id.
+func DefaultIdentity() string {
+	if n := os.Getenv("POD_NAME"); n != "" {
+		return n
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "hicache-operator"
+	}
+	return host + "_" + strconv.Itoa(os.Getpid())
+}
+
+// flushPolicy is the bounds of flush attempts these options set.
+func (o Options) flushPolicy() flushPolicy {
+	p := defaultFlushPolicy
+	if o.FlushAttemptTimeout > 0 {
+		p.AttemptTimeout = o.FlushAttemptTimeout
+	}
+	if o.FlushMaxAttempts > 0 {
+		p.MaxAttempts = o.FlushMaxAttempts
+	}
+	if o.FlushBackoff > 0 {
+		p.BackoffBase = o.FlushBackoff
+	}
+	if o.FlushBackoffMax > 0 {
+		p.BackoffMax = o.FlushBackoffMax
+	}
+	p.BackoffMax = max(p.BackoffMax, p.BackoffBase)
+	return p
 }
 
 func (o Options) withDefaults() Options {
@@ -56,6 +99,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Admin == nil {
 		o.Admin = mooncakeAdmin{HTTP: o.HTTPClient}
+	}
+	if o.Identity == "" {
+		o.Identity = DefaultIdentity()
 	}
 	return o
 }

@@ -62,20 +62,80 @@ type CacheFlushSpec struct {
 const (
 	// ConditionComplete is True when the flush ran and was verified.
 	ConditionComplete = "Complete"
-	// ConditionFailed is True when the flush failed; it may be retried.
+	// ConditionFailed is True when an attempt failed: it is retried (after status.nextAttemptTime)
+	// unless the reason is final (KeysLeft, InvalidScope, AttemptsExhausted).
 	ConditionFailed = "Failed"
 
-	ReasonFlushed            = "Flushed"
-	ReasonPending            = "Pending"
-	ReasonRunning            = "Running"
-	ReasonWaitingForBackend  = "WaitingForBackend"
-	ReasonWaitingForTurn     = "WaitingForTurn"
-	ReasonNamespaceInUse     = "NamespaceInUse"
-	ReasonKeysLeft           = "KeysLeft"
+	// ReasonFlushed: the flush ran and removed what the scope held (Complete).
+	ReasonFlushed = "Flushed"
+	// ReasonAlreadyEmpty: the scope held no object when the flush ran; nothing was removed
+	// (Complete).
+	ReasonAlreadyEmpty      = "AlreadyEmpty"
+	ReasonPending           = "Pending"
+	ReasonRunning           = "Running"
+	ReasonWaitingForBackend = "WaitingForBackend"
+	ReasonWaitingForTurn    = "WaitingForTurn"
+	// ReasonClaimedElsewhere: another operator process holds the flush's claim.
+	ReasonClaimedElsewhere = "ClaimedElsewhere"
+	// ReasonBackingOff: an attempt failed; the next starts at status.nextAttemptTime.
+	ReasonBackingOff     = "BackingOff"
+	ReasonNamespaceInUse = "NamespaceInUse"
+	ReasonKeysLeft       = "KeysLeft"
+	// ReasonKeysLeftRetrying: a forced attempt left objects of the scope; it is tried once more.
+	ReasonKeysLeftRetrying   = "KeysLeftRetrying"
 	ReasonBackendUnreachable = "BackendUnreachable"
 	ReasonJobFailed          = "JobFailed"
-	ReasonInvalidScope       = "InvalidScope"
+	// ReasonAttemptTimedOut: an attempt did not finish within its deadline and was stopped.
+	ReasonAttemptTimedOut = "AttemptTimedOut"
+	// ReasonAttemptInterrupted: the process that ran an attempt stopped before recording it.
+	ReasonAttemptInterrupted = "AttemptInterrupted"
+	// ReasonAttemptsExhausted: every allowed attempt failed; the flush is Failed for good.
+	ReasonAttemptsExhausted = "AttemptsExhausted"
+	ReasonInvalidScope      = "InvalidScope"
 )
+
+// How a flush runs (status.method).
+const (
+	// MethodAdminAPI: the master's admin API (scopes All and Tenant).
+	MethodAdminAPI = "AdminAPI"
+	// MethodJob: flush.py in a Kubernetes Job, which outlives the operator process.
+	MethodJob = "Job"
+	// MethodLocal: flush.py on the operator's own host.
+	MethodLocal = "Local"
+)
+
+// FlushClaim is an operator process's hold on one attempt of a flush. It is written, with the
+// object's resourceVersion, before the attempt executes: of several processes, only the one
+// whose write succeeds runs the attempt. It is removed when the attempt's result is recorded.
+type FlushClaim struct {
+	// holder is the identity of the operator process that runs the attempt (its --identity).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Holder string `json:"holder"`
+
+	// attempt is the number of the attempt the claim is for.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	Attempt int32 `json:"attempt"`
+
+	// acquireTime is when the holder took the claim.
+	// +required
+	AcquireTime metav1.Time `json:"acquireTime"`
+
+	// expiryTime is when the claim lapses: a holder that has not recorded the attempt by then
+	// is presumed gone, and another process may take the flush over. It lies past the attempt's
+	// deadline.
+	// +required
+	ExpiryTime metav1.Time `json:"expiryTime"`
+
+	// keysBefore is how many objects of the scope the store held right before the attempt ran;
+	// absent for scope Tenant, which cannot be counted. A process that takes over an attempt
+	// whose holder stopped compares it with what is left, so the record says what was removed.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	KeysBefore *int64 `json:"keysBefore,omitempty"`
+}
 
 // CacheFlushStatus is the observed state of a CacheFlush.
 type CacheFlushStatus struct {
@@ -98,9 +158,20 @@ type CacheFlushStatus struct {
 	// +optional
 	KeysLeft int64 `json:"keysLeft,omitempty"`
 
-	// attempts is how many times the flush was tried.
+	// attempts is how many attempts started, the one under way included. An attempt whose
+	// process stopped before recording it counts once.
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Attempts int32 `json:"attempts,omitempty"`
+
+	// claim is present while an attempt is under way: who runs it, until when.
+	// +optional
+	Claim *FlushClaim `json:"claim,omitempty"`
+
+	// nextAttemptTime is when the next attempt may start, after a failed one (exponential
+	// backoff). It is kept here so that an operator restart keeps it.
+	// +optional
+	NextAttemptTime *metav1.Time `json:"nextAttemptTime,omitempty"`
 
 	// startTime is when the first attempt started.
 	// +optional
@@ -110,7 +181,7 @@ type CacheFlushStatus struct {
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 
-	// method is how the flush ran: AdminAPI or Job.
+	// method is how the flush runs: AdminAPI, Job or Local.
 	// +kubebuilder:validation:MaxLength=32
 	// +optional
 	Method string `json:"method,omitempty"`
@@ -126,6 +197,7 @@ type CacheFlushStatus struct {
 // +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.namespace`,priority=1
 // +kubebuilder:printcolumn:name="Complete",type=string,JSONPath=`.status.conditions[?(@.type=="Complete")].status`
 // +kubebuilder:printcolumn:name="Removed",type=integer,JSONPath=`.status.removed`
+// +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=`.status.attempts`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.spec.reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type CacheFlush struct {

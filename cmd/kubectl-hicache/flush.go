@@ -315,7 +315,7 @@ const (
 // attemptRE finds the attempt a Failed message speaks of, as the operator words it.
 var (
 	attemptRE       = regexp.MustCompile(`(?i)attempt (\d+)`)
-	retriedPrefixRE = regexp.MustCompile(`^Attempt \d+ failed and is retried: `)
+	retriedPrefixRE = regexp.MustCompile(`^Attempt \d+ failed( and is retried)?: `)
 )
 
 // flushProgress says in one line where a CacheFlush stands, from its status alone.
@@ -326,7 +326,8 @@ func flushProgress(cf *hicachev1alpha1.CacheFlush) (string, flushState) {
 	switch {
 	case complete != nil && complete.Status == metav1.ConditionTrue:
 		return fmt.Sprintf("complete: removed %d objects, %d left", st.Removed, st.KeysLeft), flushDone
-	case failed != nil && failed.Status == metav1.ConditionTrue && failed.Reason == hicachev1alpha1.ReasonKeysLeft:
+	case failed != nil && failed.Status == metav1.ConditionTrue && (failed.Reason == hicachev1alpha1.ReasonKeysLeft ||
+		failed.Reason == hicachev1alpha1.ReasonAttemptsExhausted || failed.Reason == hicachev1alpha1.ReasonInvalidScope):
 		return "failed: " + lowerFirst(failed.Message), flushFailed
 	case failed != nil && failed.Status == metav1.ConditionTrue:
 		n := strconv.Itoa(int(st.Attempts))
@@ -334,9 +335,9 @@ func flushProgress(cf *hicachev1alpha1.CacheFlush) (string, flushState) {
 			n = m[1]
 		}
 		switch failed.Reason {
-		case hicachev1alpha1.ReasonKeysLeft + "Retrying":
+		case hicachev1alpha1.ReasonKeysLeftRetrying:
 			return fmt.Sprintf("attempt %s left %d objects, retrying", n, st.KeysLeft), flushPending
-		case hicachev1alpha1.ReasonBackendUnreachable:
+		case hicachev1alpha1.ReasonBackendUnreachable, hicachev1alpha1.ReasonJobFailed, hicachev1alpha1.ReasonAttemptTimedOut:
 			return fmt.Sprintf("attempt %s failed: %s, retrying", n, retriedPrefixRE.ReplaceAllString(failed.Message, "")), flushPending
 		}
 		return fmt.Sprintf("attempt %s failed (%s): %s, retrying", n, failed.Reason, failed.Message), flushPending

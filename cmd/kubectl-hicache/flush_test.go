@@ -117,6 +117,19 @@ func TestFlushProgress(t *testing.T) {
 				cond(failed, "True", "BackendUnreachable", "Attempt 2 failed and is retried: connection refused")}},
 			wantLine: "attempt 2 failed: connection refused, retrying",
 		},
+		"attempt timed out, backing off": {
+			status: hicachev1alpha1.CacheFlushStatus{Attempts: 1, Conditions: []metav1.Condition{
+				cond(complete, "False", "BackingOff", "Attempt 1 failed (AttemptTimedOut); attempt 2 of 5 starts at 2026-01-01T00:00:10Z"),
+				cond(failed, "True", "AttemptTimedOut", "Attempt 1 failed: attempt timed out: it did not finish within 20s and was stopped")}},
+			wantLine: "attempt 1 failed: attempt timed out: it did not finish within 20s and was stopped, retrying",
+		},
+		"gave up": {
+			status: hicachev1alpha1.CacheFlushStatus{Attempts: 5, Conditions: []metav1.Condition{
+				cond(complete, "False", "AttemptsExhausted", "Gave up after 5 attempts; the last failed (JobFailed): no output. Delete this CacheFlush to try again"),
+				cond(failed, "True", "AttemptsExhausted", "Gave up after 5 attempts; the last failed (JobFailed): no output. Delete this CacheFlush to try again")}},
+			wantLine:  "failed: gave up after 5 attempts; the last failed (JobFailed): no output. Delete this CacheFlush to try again",
+			wantState: flushFailed,
+		},
 		"unverified": {
 			status: hicachev1alpha1.CacheFlushStatus{Attempts: 1, Conditions: []metav1.Condition{
 				cond(failed, "True", "BackendUnreachable", "The flush ran but its result could not be verified: timeout")}},

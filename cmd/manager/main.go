@@ -46,11 +46,23 @@ func main() {
 	flag.StringVar(&opts.DefaultMooncakeImage, "default-mooncake-image", controllers.DefaultMooncakeImage, "Mooncake image for managed backends that name none")
 	flag.StringVar(&flushRunner, "flush-runner", "job", "How namespace flushes run the Mooncake client: job (a Kubernetes Job in the backend's image) or local (this process's host, with --flush-python; for local clusters whose nodes run no containers)")
 	flag.StringVar(&flushPython, "flush-python", "python3", "With --flush-runner=local: a Python that has the Mooncake client installed")
+	flag.StringVar(&opts.Identity, "identity", controllers.DefaultIdentity(), "This process's name in the claims of the flushes it runs; unique among the operator's processes (default: $POD_NAME, else host name and process id)")
+	flag.DurationVar(&opts.FlushAttemptTimeout, "flush-attempt-timeout", 3*time.Minute, "Deadline of one flush attempt (the flush Job's activeDeadlineSeconds)")
+	var maxAttempts int
+	flag.IntVar(&maxAttempts, "flush-max-attempts", 5, "Attempts a flush gets before it is Failed for good")
+	flag.DurationVar(&opts.FlushBackoff, "flush-backoff", 10*time.Second, "Wait after a flush's first failed attempt; doubled after each next one")
+	flag.DurationVar(&opts.FlushBackoffMax, "flush-backoff-max", 5*time.Minute, "Longest wait between two attempts of a flush")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+
+	if maxAttempts < 1 || maxAttempts > 100 {
+		log.Error(nil, "--flush-max-attempts must be between 1 and 100", "flush-max-attempts", maxAttempts)
+		os.Exit(2)
+	}
+	opts.FlushMaxAttempts = int32(maxAttempts)
 
 	switch flushRunner {
 	case "job":

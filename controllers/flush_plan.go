@@ -1,0 +1,385 @@
+package controllers
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+)
+
+// The flush lifecycle, decided purely from what was observed (the flush's status, its Jobs, the
+// other flushes of its backend, the clock); the CacheFlush reconciler observes and executes.
+//
+// An attempt is claimed before it executes: status.claim names the process that runs it and
+// when the claim lapses, and is written with the object's resourceVersion, so of two processes
+// only one gets to run the attempt. The claim goes when the attempt's result is recorded. A
+// claim whose holder stopped (it lapsed, or it names this very process, which runs no attempt
+// outside the reconcile that claimed it) is recovered: the attempt counts once, and what the
+// scope held before it (claim.keysBefore) against what it holds now says what it removed.
+
+// flushPolicy bounds a flush's attempts.
+type flushPolicy struct {
+	// MaxAttempts is how many attempts a flush gets before it is Failed for good.
+	MaxAttempts int32
+	// AttemptTimeout is the deadline of one attempt (the Job's activeDeadlineSeconds too).
+	AttemptTimeout time.Duration
+	// ClaimGrace is how long a claim outlives its attempt's deadline, for the record to be
+	// written.
+	ClaimGrace time.Duration
+	// BackoffBase is the wait after the first failed attempt; it doubles after each next one,
+	// up to BackoffMax.
+	BackoffBase, BackoffMax time.Duration
+}
+
+// defaultFlushPolicy is the policy of Options that set none.
+var defaultFlushPolicy = flushPolicy{
+	MaxAttempts: 5, AttemptTimeout: 3 * time.Minute, ClaimGrace: 30 * time.Second,
+	BackoffBase: 10 * time.Second, BackoffMax: 5 * time.Minute,
+}
+
+// backoff is the wait after failed attempt n (1-based).
+func (p flushPolicy) backoff(n int32) time.Duration {
+	d := p.BackoffBase
+	for i := int32(1); i < n && d < p.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, p.BackoffMax)
+}
+
+// claim is a claim of attempt n by holder, taken at now.
+func (p flushPolicy) claim(holder string, n int32, now time.Time, keysBefore *int64) *hicachev1alpha1.FlushClaim {
+	return &hicachev1alpha1.FlushClaim{
+		Holder: holder, Attempt: n, AcquireTime: metav1.NewTime(now),
+		ExpiryTime: metav1.NewTime(now.Add(p.AttemptTimeout + p.ClaimGrace)), KeysBefore: keysBefore,
+	}
+}
+
+// flushStep is what to do next with a flush.
+type flushStep int
+
+const (
+	// stepDone: the flush reached its end; only its old Jobs may be cleaned up.
+	stepDone flushStep = iota
+	// stepWaitClaim: another process runs the current attempt; look again at Until.
+	stepWaitClaim
+	// stepWaitTurn: another flush of the backend (Holder) runs; look again at Until at the latest.
+	stepWaitTurn
+	// stepWaitJob: a Job of an earlier attempt still runs; it ends by its deadline.
+	stepWaitJob
+	// stepBackoff: an attempt failed; the next may start at Until.
+	stepBackoff
+	// stepStart: start attempt Attempt (check it may run, count the scope, claim, execute).
+	stepStart
+	// stepPoll: attempt Attempt runs in a Job: check on it, record it when it ended.
+	stepPoll
+	// stepRecover: the holder of attempt Attempt stopped before recording it: account for it.
+	stepRecover
+	// stepGiveUp: no attempt is left; record the flush as Failed for good.
+	stepGiveUp
+)
+
+func (s flushStep) String() string {
+	return [...]string{"Done", "WaitClaim", "WaitTurn", "WaitJob", "Backoff", "Start", "Poll", "Recover", "GiveUp"}[s]
+}
+
+// flushPlan is the next step, with what it needs.
+type flushPlan struct {
+	Step    flushStep
+	Attempt int32
+	// Until is when to look again (the waits).
+	Until time.Time
+	// Holder is the process (stepWaitClaim) or flush (stepWaitTurn) waited for.
+	Holder string
+}
+
+// attemptJob is an observed Job of one attempt of a flush.
+type attemptJob struct {
+	Name     string
+	Attempt  int32
+	Finished bool
+}
+
+// backendTurn is the flush that holds a backend: it has an attempt under way.
+type backendTurn struct {
+	Flush string
+	Until time.Time
+}
+
+// flushObservation is what planFlush decides from.
+type flushObservation struct {
+	Status   *hicachev1alpha1.CacheFlushStatus
+	Finished bool
+	// Identity is this process's; a claim that names it belongs to no running attempt.
+	Identity string
+	Now      time.Time
+	// Jobs are the flush's attempt Jobs.
+	Jobs []attemptJob
+	// Turn is another flush of the backend with an attempt under way, if any.
+	Turn   *backendTurn
+	Policy flushPolicy
+}
+
+// planFlush is the next step of a flush.
+func planFlush(o flushObservation) flushPlan {
+	if o.Finished {
+		return flushPlan{Step: stepDone}
+	}
+	st := o.Status
+	if c := st.Claim; c != nil {
+		lapsed := !o.Now.Before(c.ExpiryTime.Time)
+		if st.Method == hicachev1alpha1.MethodJob {
+			// The attempt runs in its Job, whoever started it: whoever sees the Job ended
+			// records it (the record is written with the resourceVersion, once).
+			for _, j := range o.Jobs {
+				if j.Attempt == c.Attempt {
+					return flushPlan{Step: stepPoll, Attempt: c.Attempt}
+				}
+			}
+			if c.Holder == o.Identity {
+				return flushPlan{Step: stepPoll, Attempt: c.Attempt} // create the Job
+			}
+			if !lapsed {
+				return flushPlan{Step: stepWaitClaim, Attempt: c.Attempt, Until: c.ExpiryTime.Time, Holder: c.Holder}
+			}
+			return flushPlan{Step: stepRecover, Attempt: c.Attempt}
+		}
+		// An attempt run by a process itself lives only inside the reconcile that claimed it:
+		// a claim of this process seen afresh is one whose process stopped, or whose record
+		// could not be written.
+		if c.Holder != o.Identity && !lapsed {
+			return flushPlan{Step: stepWaitClaim, Attempt: c.Attempt, Until: c.ExpiryTime.Time, Holder: c.Holder}
+		}
+		return flushPlan{Step: stepRecover, Attempt: c.Attempt}
+	}
+	// One live Job per flush: a Job left running (say, by a runner changed under it) ends
+	// by its deadline before another attempt starts.
+	for _, j := range o.Jobs {
+		if !j.Finished {
+			return flushPlan{Step: stepWaitJob, Attempt: j.Attempt, Until: o.Now.Add(o.Policy.AttemptTimeout)}
+		}
+	}
+	if st.Attempts >= o.Policy.MaxAttempts {
+		return flushPlan{Step: stepGiveUp, Attempt: st.Attempts}
+	}
+	if st.NextAttemptTime != nil && o.Now.Before(st.NextAttemptTime.Time) {
+		return flushPlan{Step: stepBackoff, Attempt: st.Attempts + 1, Until: st.NextAttemptTime.Time}
+	}
+	if o.Turn != nil {
+		return flushPlan{Step: stepWaitTurn, Attempt: st.Attempts + 1, Until: o.Turn.Until, Holder: o.Turn.Flush}
+	}
+	return flushPlan{Step: stepStart, Attempt: st.Attempts + 1}
+}
+
+// holdsBackend tells whether a flush has an attempt under way, and until when at most.
+func holdsBackend(cf *hicachev1alpha1.CacheFlush, now time.Time) (bool, time.Time) {
+	c := cf.Status.Claim
+	if c == nil || finished(cf) || !cf.DeletionTimestamp.IsZero() {
+		return false, time.Time{}
+	}
+	if cf.Status.Method == hicachev1alpha1.MethodJob {
+		return true, c.ExpiryTime.Time // its Job may outlive the claim; it ends by its deadline
+	}
+	return now.Before(c.ExpiryTime.Time), c.ExpiryTime.Time
+}
+
+// turnOf is the other flush of a backend that holds it, the oldest claim first.
+func turnOf(self string, others []hicachev1alpha1.CacheFlush, now time.Time) *backendTurn {
+	var best *backendTurn
+	var bestTime time.Time
+	for i := range others {
+		o := &others[i]
+		if o.Name == self {
+			continue
+		}
+		held, until := holdsBackend(o, now)
+		if !held {
+			continue
+		}
+		at := o.Status.Claim.AcquireTime.Time
+		if best == nil || at.Before(bestTime) || at.Equal(bestTime) && o.Name < best.Flush {
+			best, bestTime = &backendTurn{Flush: o.Name, Until: until}, at
+		}
+	}
+	return best
+}
+
+// attemptOutcome is what one attempt did.
+type attemptOutcome struct {
+	// Removed is what the attempt reports it removed.
+	Removed int64
+	// Left is what the scope held after it (nil: not counted, scope Tenant).
+	Left *int64
+	// Err is why it failed; Reason classifies it (a CacheFlush reason).
+	Err    error
+	Reason string
+	// Final failures are not retried (a Tenant flush on a master without tenants).
+	Final bool
+}
+
+// flushEvent is an Event to emit for a recorded step.
+type flushEvent struct {
+	Type, Reason, Action, Message string
+}
+
+// setFlushCondition sets one condition of a flush.
+func setFlushCondition(cf *hicachev1alpha1.CacheFlush, typ string, ok bool, reason, msg string, now time.Time) {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&cf.Status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg,
+		ObservedGeneration: cf.Generation, LastTransitionTime: metav1.NewTime(now)})
+}
+
+// startAttempt writes the claim of attempt n into the status: nothing of the attempt runs
+// before this status is stored.
+func startAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, holder, method string, n int32, keysBefore *int64, now time.Time) flushEvent {
+	st := &cf.Status
+	st.Attempts = n
+	st.Claim = p.claim(holder, n, now, keysBefore)
+	st.Method = method
+	st.NextAttemptTime = nil
+	if st.StartTime == nil {
+		t := metav1.NewTime(now)
+		st.StartTime = &t
+	}
+	msg := fmt.Sprintf("Attempt %d of %d is running (%s)", n, p.MaxAttempts, holder)
+	setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonRunning, msg, now)
+	return flushEvent{Type: "Normal", Reason: "AttemptStarted", Action: "Flush", Message: msg}
+}
+
+// recordAttempt writes the outcome of attempt n: complete, retried after a backoff, or failed
+// for good.
+func recordAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, n int32, out attemptOutcome, force bool, now time.Time) flushEvent {
+	st := &cf.Status
+	var keysBefore *int64
+	if st.Claim != nil {
+		keysBefore = st.Claim.KeysBefore
+	}
+	st.Claim = nil
+	if st.Attempts < n {
+		st.Attempts = n
+	}
+	// An attempt that ran but could not be verified removed what it reports all the same.
+	st.Removed += out.Removed
+	if out.Err != nil {
+		if out.Final {
+			msg := out.Err.Error()
+			setFlushCondition(cf, hicachev1alpha1.ConditionFailed, true, out.Reason, msg, now)
+			setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, out.Reason, msg, now)
+			return flushEvent{Type: "Warning", Reason: out.Reason, Action: "Flush", Message: msg}
+		}
+		return failAttempt(cf, p, n, out.Reason, fmt.Sprintf("Attempt %d failed: %v", n, out.Err), now)
+	}
+	st.KeysLeft = 0
+	if out.Left != nil {
+		st.KeysLeft = *out.Left
+	}
+	if st.KeysLeft > 0 && force && cf.Spec.Scope != hicachev1alpha1.FlushScopeTenant {
+		// Something wrote the scope while it was flushed: tried once more, then final.
+		if c := meta.FindStatusCondition(st.Conditions, hicachev1alpha1.ConditionFailed); c == nil || c.Reason != hicachev1alpha1.ReasonKeysLeftRetrying {
+			if n < p.MaxAttempts {
+				return failAttempt(cf, p, n, hicachev1alpha1.ReasonKeysLeftRetrying,
+					fmt.Sprintf("%d objects of the scope are left after attempt %d; retrying once", st.KeysLeft, n), now)
+			}
+		}
+		msg := fmt.Sprintf("%d objects of the scope are still there after %d forced attempts; something still writes them (check for serving pods outside this operator using the namespace)", st.KeysLeft, n)
+		setFlushCondition(cf, hicachev1alpha1.ConditionFailed, true, hicachev1alpha1.ReasonKeysLeft, msg, now)
+		setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonKeysLeft, msg, now)
+		return flushEvent{Type: "Warning", Reason: hicachev1alpha1.ReasonKeysLeft, Action: "Verify", Message: msg}
+	}
+	reason := hicachev1alpha1.ReasonFlushed
+	msg := fmt.Sprintf("Removed %d objects (%s); %d left", st.Removed, describeScope(cf), st.KeysLeft)
+	if st.Removed == 0 && keysBefore != nil && *keysBefore == 0 {
+		reason = hicachev1alpha1.ReasonAlreadyEmpty
+		msg = fmt.Sprintf("The %s held no objects when the flush ran; nothing was removed", describeScope(cf))
+	}
+	return complete(cf, reason, msg, now)
+}
+
+func complete(cf *hicachev1alpha1.CacheFlush, reason, msg string, now time.Time) flushEvent {
+	st := &cf.Status
+	t := metav1.NewTime(now)
+	st.CompletionTime, st.NextAttemptTime, st.Claim = &t, nil, nil
+	setFlushCondition(cf, hicachev1alpha1.ConditionComplete, true, reason, msg, now)
+	setFlushCondition(cf, hicachev1alpha1.ConditionFailed, false, reason, "The flush completed", now)
+	return flushEvent{Type: "Normal", Reason: reason, Action: "Flush", Message: msg}
+}
+
+// failAttempt records failed attempt n: the next after a backoff, or none when it was the last.
+func failAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, n int32, reason, msg string, now time.Time) flushEvent {
+	st := &cf.Status
+	st.Claim = nil
+	if n >= p.MaxAttempts {
+		return giveUp(cf, p, reason, msg, now)
+	}
+	next := metav1.NewTime(now.Add(p.backoff(n)))
+	st.NextAttemptTime = &next
+	setFlushCondition(cf, hicachev1alpha1.ConditionFailed, true, reason, msg, now)
+	setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonBackingOff,
+		fmt.Sprintf("Attempt %d failed (%s); attempt %d of %d starts at %s", n, reason, n+1, p.MaxAttempts, next.UTC().Format(time.RFC3339)), now)
+	return flushEvent{Type: "Warning", Reason: reason, Action: "Flush", Message: msg}
+}
+
+// giveUp records the flush as Failed for good, with the last attempt's reason.
+func giveUp(cf *hicachev1alpha1.CacheFlush, p flushPolicy, lastReason, lastMsg string, now time.Time) flushEvent {
+	cf.Status.Claim, cf.Status.NextAttemptTime = nil, nil
+	msg := fmt.Sprintf("Gave up after %d attempts; the last failed (%s): %s. Delete this CacheFlush to try again", cf.Status.Attempts, lastReason, lastMsg)
+	if lastReason == "" {
+		msg = fmt.Sprintf("Gave up after %d attempts. Delete this CacheFlush to try again", cf.Status.Attempts)
+	}
+	setFlushCondition(cf, hicachev1alpha1.ConditionFailed, true, hicachev1alpha1.ReasonAttemptsExhausted, msg, now)
+	setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonAttemptsExhausted, msg, now)
+	return flushEvent{Type: "Warning", Reason: hicachev1alpha1.ReasonAttemptsExhausted, Action: "Flush", Message: msg}
+}
+
+// recoverAttempt accounts for attempt n, whose holder stopped before recording it, from what
+// the scope holds now (nil: it cannot be counted). When the claim recorded what the scope held
+// before, the difference is what the attempt removed; a scope now empty means it did its work,
+// and the flush is complete without running again. Otherwise the next attempt follows at once:
+// the interruption says nothing about the store.
+func recoverAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, n int32, keysNow *int64, now time.Time) flushEvent {
+	st := &cf.Status
+	c := st.Claim
+	if st.Attempts < n {
+		st.Attempts = n
+	}
+	holder := ""
+	var before *int64
+	if c != nil {
+		holder, before = c.Holder, c.KeysBefore
+	}
+	st.Claim = nil
+	if before != nil && keysNow != nil {
+		if removed := *before - *keysNow; removed > 0 {
+			st.Removed += removed
+		}
+		if *keysNow == 0 {
+			st.KeysLeft = 0
+			if *before == 0 && st.Removed == 0 {
+				return complete(cf, hicachev1alpha1.ReasonAlreadyEmpty, fmt.Sprintf(
+					"The %s held no objects when attempt %d ran; nothing was removed (its process %s stopped before recording it)",
+					describeScope(cf), n, holder), now)
+			}
+			return complete(cf, hicachev1alpha1.ReasonFlushed, fmt.Sprintf(
+				"Removed %d objects (%s); 0 left. Attempt %d was recorded after its process %s stopped: the scope held %d objects before it and none after",
+				st.Removed, describeScope(cf), n, holder, *before), now)
+		}
+	}
+	msg := fmt.Sprintf("The process %s running attempt %d stopped before recording it", holder, n)
+	if n >= p.MaxAttempts {
+		return giveUp(cf, p, hicachev1alpha1.ReasonAttemptInterrupted, msg, now)
+	}
+	st.NextAttemptTime = nil
+	setFlushCondition(cf, hicachev1alpha1.ConditionFailed, true, hicachev1alpha1.ReasonAttemptInterrupted, msg, now)
+	setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonPending,
+		fmt.Sprintf("Attempt %d of %d starts next", n+1, p.MaxAttempts), now)
+	return flushEvent{Type: "Warning", Reason: hicachev1alpha1.ReasonAttemptInterrupted, Action: "Flush", Message: msg}
+}
+
+// errAttemptTimedOut marks an attempt stopped at its deadline.
+var errAttemptTimedOut = errors.New("attempt timed out")
