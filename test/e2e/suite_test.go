@@ -116,6 +116,18 @@ func run(m *testing.M) int {
 // startManager runs the operator in this process, as cmd/manager does, with its requests
 // counted and namespace flushes run by flush.py on this host (kwok runs no Job containers).
 func startManager() error {
+	cancel, done, err := newManager("")
+	if err != nil {
+		return err
+	}
+	stopManager = cancel
+	go func() { managerDone <- <-done }()
+	return nil
+}
+
+// newManager starts an operator in this process under identity ("": the default, which
+// restartManager keeps) and returns how to stop it and where its end is reported.
+func newManager(identity string) (context.CancelFunc, <-chan error, error) {
 	cfg := rest.CopyConfig(cluster.Config())
 	cfg.QPS, cfg.Burst = 200, 400
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt} }
@@ -127,19 +139,43 @@ func startManager() error {
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	python := filepath.Join(repo, "bin", "mooncake-venv", "bin", "python")
 	if err := controllers.Setup(mgr, controllers.Options{
 		BackendPollInterval: time.Second,
-		Flusher:             controllers.LocalFlusher{Python: python},
+		Flusher:             flushRuns.runner(controllers.LocalFlusher{Python: python}, controllers.JobFlusher{Client: mgr.GetClient()}),
+		Identity:            identity,
+		FlushAttemptTimeout: flushAttemptTimeout,
+		FlushBackoff:        time.Second,
+		FlushBackoffMax:     8 * time.Second,
 	}); err != nil {
-		return err
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	stopManager = cancel
-	go func() { managerDone <- mgr.Start(ctx) }()
-	return nil
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return cancel, done, nil
+}
+
+// flushAttemptTimeout is the operator's deadline per flush attempt in these tests: above what
+// flush.py takes on a loaded machine (a few seconds), short enough to wait for.
+const flushAttemptTimeout = 30 * time.Second
+
+// startSecondManager runs another operator beside the suite's, without leader election, as a
+// second replica or a lease hand-over would, until the test ends.
+func startSecondManager(t *testing.T, identity string) {
+	t.Helper()
+	cancel, done, err := newManager(identity)
+	if err != nil {
+		t.Fatalf("starting a second operator: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the second operator stopped with an error: %v", err)
+		}
+	})
 }
 
 func zapLevel() zapcore.Level {

@@ -207,6 +207,7 @@ func (m *Master) Stop() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.proc != nil {
+		_ = killGroup(m.proc.cmd, syscall.SIGCONT) // a frozen master cannot act on SIGTERM
 		m.proc.stop(stopGrace)
 		m.proc = nil
 	}
@@ -227,6 +228,29 @@ func (m *Master) Restart() {
 		time.Sleep(200 * time.Millisecond)
 	}
 	m.t.Fatalf("restarting mooncake_master on %s: %v", m.RPCAddr, err)
+}
+
+// Freeze stops the master's processes with SIGSTOP, as a master that hangs: connections are
+// still accepted by the kernel, nothing answers. Thaw (or the test's end) resumes it.
+func (m *Master) Freeze() {
+	m.t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.proc == nil {
+		m.t.Fatal("Freeze: the master is not running")
+	}
+	if err := killGroup(m.proc.cmd, syscall.SIGSTOP); err != nil {
+		m.t.Fatalf("freezing mooncake_master: %v", err)
+	}
+}
+
+// Thaw resumes a frozen master (SIGCONT); it does nothing to a running one.
+func (m *Master) Thaw() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.proc != nil {
+		_ = killGroup(m.proc.cmd, syscall.SIGCONT)
+	}
 }
 
 // Log returns the last lines of the master's log.
