@@ -125,6 +125,50 @@ func TestFlushInterruptedBeforeItsRecordIsRecordedTruthfully(t *testing.T) {
 	}
 }
 
+// The same, when another process takes over (a new pod after the old one died): it waits for the
+// dead holder's claim to lapse, then records what the run removed.
+func TestFlushOfAStoppedOperatorIsTakenOverWhenItsClaimLapses(t *testing.T) {
+	ns, m := namespaceWithBackend(t)
+	m.putKeys(t, keysUnder("handover", 12), 1024)
+	ran := make(chan struct{}, 1)
+	unhook := flushRuns.hook(nil, func(ctx context.Context, req controllers.NamespaceFlushRequest) error {
+		if req.Flush.Namespace != ns {
+			return nil
+		}
+		ran <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	defer unhook()
+	create(t, namespaceFlush(ns, "handover", "handover"))
+	select {
+	case <-ran:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the flush did not run")
+	}
+	unhook()
+	restartManagerAs(t, "e2e-successor")
+	claim := getFlush(t, ns, "handover").Status.Claim
+	if claim == nil || claim.Holder == "e2e-successor" {
+		t.Fatalf("claim %+v, want the stopped operator's", claim)
+	}
+	eventually(t, 30*time.Second, "the successor waits for the claim", func() (bool, string) {
+		c := meta.FindStatusCondition(getFlush(t, ns, "handover").Status.Conditions, hicachev1alpha1.ConditionComplete)
+		return c != nil && c.Reason == hicachev1alpha1.ReasonClaimedElsewhere && strings.Contains(c.Message, claim.Holder), fmt.Sprintf("%+v", c)
+	})
+	var cf *hicachev1alpha1.CacheFlush
+	eventually(t, time.Until(claim.ExpiryTime.Time)+60*time.Second, "the flush recorded after the claim lapsed", func() (bool, string) {
+		cf = getFlush(t, ns, "handover")
+		return meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete), fmt.Sprintf("%+v", cf.Status.Conditions)
+	})
+	if cf.Status.CompletionTime.Before(&claim.ExpiryTime) {
+		t.Errorf("completed at %s, before the claim lapsed at %s", cf.Status.CompletionTime, claim.ExpiryTime)
+	}
+	if cf.Status.Removed != 12 || cf.Status.Attempts != 1 || len(flushRuns.of(cf.UID)) != 1 {
+		t.Errorf("removed %d in %d attempts, %d runs; want 12 in 1, one run", cf.Status.Removed, cf.Status.Attempts, len(flushRuns.of(cf.UID)))
+	}
+}
+
 // A flush of an empty namespace says so.
 func TestFlushOfAnEmptyNamespaceSaysSo(t *testing.T) {
 	ns, _ := namespaceWithBackend(t)
@@ -224,6 +268,10 @@ func TestJobRunnerBoundsAFailingFlush(t *testing.T) {
 	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
 	if total := times[len(times)-1].Sub(times[0]); total < 14*time.Second {
 		t.Errorf("5 attempts within %s; the backoffs alone (1+2+4+8 s) take 15 s", total)
+	}
+	// The waits grow: the last (8 s) is well above the first (1 s), whatever each Job takes.
+	if first, last := times[1].Sub(times[0]), times[4].Sub(times[3]); last < first+4*time.Second {
+		t.Errorf("the wait before attempt 2 was %s, before attempt 5 %s; want it to grow", first, last)
 	}
 	// The Jobs of recorded attempts go; the last failed one stays, for its logs.
 	eventually(t, 30*time.Second, "old attempt Jobs removed", func() (bool, string) {

@@ -125,6 +125,23 @@ func startManager() error {
 	return nil
 }
 
+// restartManagerAs stops the operator and starts another under a new identity, as a new pod
+// taking over from one that died would; the test's end brings back the suite's own.
+func restartManagerAs(t *testing.T, identity string) {
+	t.Helper()
+	stopManager()
+	if err := <-managerDone; err != nil {
+		t.Fatalf("the operator stopped with an error: %v", err)
+	}
+	cancel, done, err := newManager(identity)
+	if err != nil {
+		t.Fatalf("starting the operator as %s: %v", identity, err)
+	}
+	stopManager = cancel
+	go func() { managerDone <- <-done }()
+	t.Cleanup(func() { restartManager(t) })
+}
+
 // newManager starts an operator in this process under identity ("": the default, which
 // restartManager keeps) and returns how to stop it and where its end is reported.
 func newManager(identity string) (context.CancelFunc, <-chan error, error) {
