@@ -25,8 +25,17 @@ const (
 	DefaultListTimeout    = 5 * time.Minute
 )
 
-// maxJSONBody bounds the JSON answers read into memory.
-const maxJSONBody = 4 << 20
+// Bounds of the answers read: a server that sends more gets a *ProtocolError, not more memory.
+const (
+	// maxJSONBody bounds a JSON answer (tenant quotas, remove_all).
+	maxJSONBody = 4 << 20
+	// maxHealthBody bounds a /health answer, about 100 bytes from a real master.
+	maxHealthBody = 64 << 10
+	// maxMetricsBody bounds a /metrics page: a few hundred lines per tenant and segment.
+	maxMetricsBody = 16 << 20
+	// maxErrorBody is how much of a non-200 answer is read for Mooncake's error code.
+	maxErrorBody = 4 << 10
+)
 
 // Paths of the master's admin API.
 const (
@@ -58,11 +67,16 @@ func WithRequestTimeout(d time.Duration) Option { return func(c *Client) { c.req
 func WithListTimeout(d time.Duration) Option { return func(c *Client) { c.listTimeout = d } }
 
 // NewClient returns a Client for the admin endpoint at adminURL (for example
-// "http://mooncake-master:9003"), sending requests with httpClient.
+// "http://mooncake-master:9003"), sending requests with httpClient. Redirects are not followed
+// (a master never redirects; the address a redirect names is the server's text, and following
+// it would reach a server the URL does not name): a redirect is an *HTTPError.
 func NewClient(adminURL string, httpClient *http.Client, opts ...Option) (*Client, error) {
 	if httpClient == nil {
 		return nil, errors.New("mooncake.NewClient needs an *http.Client")
 	}
+	noRedirects := *httpClient
+	noRedirects.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	httpClient = &noRedirects
 	u, err := url.Parse(adminURL)
 	if err != nil {
 		return nil, fmt.Errorf("the Mooncake admin URL %q is not a URL: %w", adminURL, err)
@@ -91,7 +105,7 @@ func (c *Client) AdminURL() string { return c.base.String() }
 // Health calls GET /health. A master that answers but whose service is not ready (an HA
 // standby) returns a Health with ServiceReady false and no error.
 func (c *Client) Health(ctx context.Context) (Health, error) {
-	body, u, err := c.getJSON(ctx, PathHealth, nil)
+	body, u, err := c.getJSON(ctx, PathHealth, maxHealthBody)
 	if err != nil {
 		return Health{}, err
 	}
@@ -107,7 +121,7 @@ func (c *Client) Summary(ctx context.Context) (Summary, error) {
 	var s Summary
 	_, err := c.stream(ctx, http.MethodGet, PathMetrics, nil, func(r io.Reader) error {
 		var perr error
-		s, perr = ParseMetrics(r)
+		s, perr = ParseMetrics(limitReader(r, maxMetricsBody))
 		return perr
 	})
 	if err != nil {
@@ -143,7 +157,7 @@ func (c *Client) CountKeysWithPrefix(ctx context.Context, prefix string) (int64,
 // TenantQuotas calls GET /api/v1/tenant_quotas. On a master without multi-tenancy the error
 // wraps ErrMultiTenancyDisabled.
 func (c *Client) TenantQuotas(ctx context.Context) ([]TenantQuota, error) {
-	body, u, err := c.getJSON(ctx, PathTenantQuotas, nil)
+	body, u, err := c.getJSON(ctx, PathTenantQuotas, maxJSONBody)
 	if err != nil {
 		var he *HTTPError
 		if errors.As(err, &he) && he.StatusCode == http.StatusConflict && he.Code == mooncakeUnavailableInCurrentMode {
@@ -190,7 +204,7 @@ func (c *Client) RemoveAll(ctx context.Context, opts RemoveAllOptions) (int64, e
 	var body []byte
 	u, err := c.stream(ctx, http.MethodPost, PathRemoveAll, q, func(r io.Reader) error {
 		var rerr error
-		body, rerr = readLimited(r)
+		body, rerr = readLimited(r, maxJSONBody)
 		return rerr
 	})
 	if err != nil {
@@ -229,14 +243,14 @@ func (c *Client) url(path string, q url.Values) *url.URL {
 	return &u
 }
 
-// getJSON performs a small GET and returns the body of a 200 answer.
-func (c *Client) getJSON(ctx context.Context, path string, q url.Values) ([]byte, string, error) {
+// getJSON performs a small GET and returns the body of a 200 answer, of at most limit bytes.
+func (c *Client) getJSON(ctx context.Context, path string, limit int64) ([]byte, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
 	defer cancel()
 	var body []byte
-	u, err := c.stream(ctx, http.MethodGet, path, q, func(r io.Reader) error {
+	u, err := c.stream(ctx, http.MethodGet, path, nil, func(r io.Reader) error {
 		var rerr error
-		body, rerr = readLimited(r)
+		body, rerr = readLimited(r, limit)
 		return rerr
 	})
 	return body, u, err
@@ -261,9 +275,9 @@ func (c *Client) stream(ctx context.Context, method, path string, q url.Values, 
 		_ = resp.Body.Close()
 	}()
 	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		he := &HTTPError{Method: method, URL: u, StatusCode: resp.StatusCode, Body: excerpt(b, 512)}
-		he.Code, he.Message, _ = parseErrorBody(b)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		he := &HTTPError{Method: method, URL: u, StatusCode: resp.StatusCode}
+		he.Code, _ = parseErrorBody(b)
 		return u, he
 	}
 	if err := read(resp.Body); err != nil {
@@ -300,15 +314,39 @@ func isTransport(err error) bool {
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
-func readLimited(r io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, maxJSONBody+1))
+func readLimited(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(limitReader(r, limit))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > maxJSONBody {
-		return nil, &ProtocolError{Reason: fmt.Sprintf("the answer is larger than %d bytes", maxJSONBody), Excerpt: excerpt(b, 200)}
-	}
 	return b, nil
+}
+
+// limitedReader reads at most limit bytes of r and fails with a *ProtocolError when r has more.
+type limitedReader struct {
+	r        io.Reader
+	n, limit int64 // n bytes left of limit
+}
+
+func limitReader(r io.Reader, limit int64) *limitedReader {
+	return &limitedReader{r: r, n: limit, limit: limit}
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		// One byte more tells a body of exactly the limit from a longer one.
+		var one [1]byte
+		if n, err := l.r.Read(one[:]); n == 0 && err != nil {
+			return 0, err
+		}
+		return 0, &ProtocolError{Reason: fmt.Sprintf("the answer is larger than %d bytes", l.limit)}
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
 }
 
 // withURL sets the URL of a *ProtocolError that has none.

@@ -37,6 +37,32 @@ type Health struct {
 // Ready reports whether the master answers and its service accepts clients.
 func (h Health) Ready() bool { return h.Status == "ok" && h.ServiceReady }
 
+// HealthState is what a health answer means, as one of a few known words. The answer's own
+// strings (status, role, ha_state, leader_address) are the server's text and are not shown.
+type HealthState string
+
+// Health states.
+const (
+	// HealthServing: the master answers and its service accepts clients.
+	HealthServing HealthState = "Serving"
+	// HealthStandby: an HA standby, which answers but does not serve.
+	HealthStandby HealthState = "Standby"
+	// HealthNotServing: the master answers but its service is not ready (starting, or in a
+	// state this release does not know).
+	HealthNotServing HealthState = "NotServing"
+)
+
+// State classifies the answer.
+func (h Health) State() HealthState {
+	switch {
+	case h.Ready():
+		return HealthServing
+	case h.Role == "standby" || h.HAState == "standby":
+		return HealthStandby
+	}
+	return HealthNotServing
+}
+
 // Summary is what the master's Prometheus /metrics says about the store as a whole.
 type Summary struct {
 	// CapacityBytes is the memory all mounted segments offer (master_total_capacity_bytes).
@@ -51,6 +77,9 @@ type Summary struct {
 	ActiveClients int64
 	// EvictedKeyCount is the number of objects evicted since start (master_evicted_key_count).
 	EvictedKeyCount int64
+	// SegmentCount is the number of mounted memory segments (the distinct segment labels of
+	// segment_total_capacity_bytes).
+	SegmentCount int64
 	// Tenants holds per-tenant quota usage; it is empty when multi-tenancy is off.
 	Tenants map[string]TenantUsage
 }
@@ -86,10 +115,10 @@ func ParseHealth(body []byte) (Health, error) {
 		ViewVersion   *uint64 `json:"view_version"`
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return Health{}, &ProtocolError{Reason: "the health answer is not the expected JSON object", Excerpt: excerpt(body, 200), Err: err}
+		return Health{}, &ProtocolError{Reason: "the health answer is not the expected JSON object", Answer: describeAnswer(body), Err: err}
 	}
 	if raw.Status == nil || raw.ServiceReady == nil {
-		return Health{}, &ProtocolError{Reason: `the health answer has no "status" or no "service_ready" field`, Excerpt: excerpt(body, 200)}
+		return Health{}, &ProtocolError{Reason: `the health answer has no "status" or no "service_ready" field`, Answer: describeAnswer(body)}
 	}
 	h := Health{Status: *raw.Status, Role: raw.Role, HAState: raw.HAState, ServiceReady: *raw.ServiceReady, ViewVersion: raw.ViewVersion}
 	if raw.LeaderAddress != nil {
@@ -105,15 +134,15 @@ func ParseRemoveAll(body []byte) (int64, error) {
 		RemovedCount *int64 `json:"removed_count"`
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return 0, &ProtocolError{Reason: "the remove_all answer is not the expected JSON object", Excerpt: excerpt(body, 200), Err: err}
+		return 0, &ProtocolError{Reason: "the remove_all answer is not the expected JSON object", Answer: describeAnswer(body), Err: err}
 	}
 	switch {
 	case raw.Success == nil || raw.RemovedCount == nil:
-		return 0, &ProtocolError{Reason: `the remove_all answer has no "success" or no "removed_count" field`, Excerpt: excerpt(body, 200)}
+		return 0, &ProtocolError{Reason: `the remove_all answer has no "success" or no "removed_count" field`, Answer: describeAnswer(body)}
 	case !*raw.Success:
-		return 0, &ProtocolError{Reason: "the master reported remove_all as unsuccessful", Excerpt: excerpt(body, 200)}
+		return 0, &ProtocolError{Reason: "the master reported remove_all as unsuccessful", Answer: describeAnswer(body)}
 	case *raw.RemovedCount < 0:
-		return 0, &ProtocolError{Reason: "the master reported a negative removed_count", Excerpt: excerpt(body, 200)}
+		return 0, &ProtocolError{Reason: "the master reported a negative removed_count", Answer: describeAnswer(body)}
 	}
 	return *raw.RemovedCount, nil
 }
@@ -125,14 +154,14 @@ func ParseTenantQuotas(body []byte) ([]TenantQuota, error) {
 		Data    []TenantQuota `json:"data"`
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, &ProtocolError{Reason: "the tenant quota answer is not the expected JSON object", Excerpt: excerpt(body, 200), Err: err}
+		return nil, &ProtocolError{Reason: "the tenant quota answer is not the expected JSON object", Answer: describeAnswer(body), Err: err}
 	}
 	if raw.Success == nil || !*raw.Success {
-		return nil, &ProtocolError{Reason: `the tenant quota answer lacks "success":true`, Excerpt: excerpt(body, 200)}
+		return nil, &ProtocolError{Reason: `the tenant quota answer lacks "success":true`, Answer: describeAnswer(body)}
 	}
 	for i, q := range raw.Data {
 		if q.TenantID == "" {
-			return nil, &ProtocolError{Reason: fmt.Sprintf("tenant quota entry %d has no tenant_id", i), Excerpt: excerpt(body, 200)}
+			return nil, &ProtocolError{Reason: fmt.Sprintf("tenant quota entry %d has no tenant_id", i), Answer: describeAnswer(body)}
 		}
 	}
 	if raw.Data == nil {
@@ -141,28 +170,25 @@ func ParseTenantQuotas(body []byte) ([]TenantQuota, error) {
 	return raw.Data, nil
 }
 
-// parseErrorBody extracts Mooncake's JSON error shape, {"success":false,"error_code":N,
-// "error_message":"..."}, or the simpler {"success":false,"error":"..."}.
-func parseErrorBody(body []byte) (code int, message string, ok bool) {
+// parseErrorBody extracts the error code of Mooncake's JSON error shape, {"success":false,
+// "error_code":N,"error_message":"..."}; ok is also true for the simpler {"success":false,
+// "error":"..."} (code 0). The messages are not kept: they are the server's text.
+func parseErrorBody(body []byte) (code int, ok bool) {
 	var raw struct {
-		Success      *bool   `json:"success"`
-		ErrorCode    *int    `json:"error_code"`
-		ErrorMessage *string `json:"error_message"`
-		Error        *string `json:"error"`
+		Success   *bool   `json:"success"`
+		ErrorCode *int    `json:"error_code"`
+		Error     *string `json:"error"`
 	}
 	if json.Unmarshal(body, &raw) != nil || raw.Success == nil || *raw.Success {
-		return 0, "", false
+		return 0, false
 	}
 	switch {
 	case raw.ErrorCode != nil:
-		if raw.ErrorMessage != nil {
-			message = *raw.ErrorMessage
-		}
-		return *raw.ErrorCode, message, true
+		return *raw.ErrorCode, true
 	case raw.Error != nil:
-		return 0, *raw.Error, true
+		return 0, true
 	}
-	return 0, "", false
+	return 0, false
 }
 
 // ScanKeys reads a /get_all_keys body (one key per line) and calls fn for each non-empty line,
@@ -198,7 +224,9 @@ const (
 	metricEvictedKeys    = "master_evicted_key_count"
 	metricTenantQuota    = "mooncake_tenant_quota_effective_bytes"
 	metricTenantCharged  = "mooncake_tenant_quota_charged_bytes"
+	metricSegmentCap     = "segment_total_capacity_bytes"
 	labelTenantID        = "tenant_id"
+	labelSegment         = "segment"
 	errNotMooncakeMetric = "the metrics do not look like a Mooncake master's"
 )
 
@@ -216,6 +244,7 @@ func ParseMetrics(r io.Reader) (Summary, error) {
 		metricEvictedKeys:   &s.EvictedKeyCount,
 	}
 	seen := map[string]bool{}
+	segments := map[string]bool{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxMetricsLine)
 	lineNo := 0
@@ -227,9 +256,14 @@ func ParseMetrics(r io.Reader) (Summary, error) {
 		}
 		name, labels, value, err := parseSample(line)
 		if err != nil {
-			return Summary{}, &ProtocolError{Reason: fmt.Sprintf("line %d of the metrics is not a Prometheus sample", lineNo), Excerpt: excerpt([]byte(line), 200), Err: err}
+			return Summary{}, &ProtocolError{Reason: fmt.Sprintf("line %d of the metrics is not a Prometheus sample", lineNo), Err: err}
 		}
 		switch name {
+		case metricSegmentCap:
+			if seg, ok := labels[labelSegment]; ok {
+				segments[seg] = true
+			}
+			continue
 		case metricTenantQuota, metricTenantCharged:
 			tenant, ok := labels[labelTenantID]
 			if !ok {
@@ -237,7 +271,7 @@ func ParseMetrics(r io.Reader) (Summary, error) {
 			}
 			n, err := toCount(value)
 			if err != nil {
-				return Summary{}, &ProtocolError{Reason: fmt.Sprintf("metric %s on line %d has an unusable value", name, lineNo), Excerpt: excerpt([]byte(line), 200), Err: err}
+				return Summary{}, &ProtocolError{Reason: fmt.Sprintf("metric %s on line %d has an unusable value", name, lineNo), Err: err}
 			}
 			if s.Tenants == nil {
 				s.Tenants = map[string]TenantUsage{}
@@ -257,7 +291,7 @@ func ParseMetrics(r io.Reader) (Summary, error) {
 		}
 		n, err := toCount(value)
 		if err != nil {
-			return Summary{}, &ProtocolError{Reason: fmt.Sprintf("metric %s on line %d has an unusable value", name, lineNo), Excerpt: excerpt([]byte(line), 200), Err: err}
+			return Summary{}, &ProtocolError{Reason: fmt.Sprintf("metric %s on line %d has an unusable value", name, lineNo), Err: err}
 		}
 		*dst = n
 		seen[name] = true
@@ -277,6 +311,7 @@ func ParseMetrics(r io.Reader) (Summary, error) {
 	if len(missing) > 0 {
 		return Summary{}, &ProtocolError{Reason: fmt.Sprintf("%s: missing %s", errNotMooncakeMetric, strings.Join(missing, ", "))}
 	}
+	s.SegmentCount = int64(len(segments))
 	return s, nil
 }
 
@@ -288,7 +323,7 @@ func parseSample(line string) (name string, labels map[string]string, value floa
 	}
 	name = line[:i]
 	if !validMetricName(name) {
-		return "", nil, 0, fmt.Errorf("invalid metric name %q", excerpt([]byte(name), 80))
+		return "", nil, 0, errors.New("invalid metric name")
 	}
 	rest := line[i:]
 	if rest[0] == '{' {
@@ -303,11 +338,11 @@ func parseSample(line string) (name string, labels map[string]string, value floa
 	}
 	value, err = strconv.ParseFloat(fields[0], 64)
 	if err != nil {
-		return "", nil, 0, fmt.Errorf("invalid value %q", excerpt([]byte(fields[0]), 80))
+		return "", nil, 0, errors.New("invalid value")
 	}
 	if len(fields) == 2 {
 		if _, err := strconv.ParseInt(fields[1], 10, 64); err != nil {
-			return "", nil, 0, fmt.Errorf("invalid timestamp %q", excerpt([]byte(fields[1]), 80))
+			return "", nil, 0, errors.New("invalid timestamp")
 		}
 	}
 	return name, labels, value, nil
@@ -342,7 +377,7 @@ func parseLabels(s string) (map[string]string, string, error) {
 		}
 		lname := strings.TrimSpace(s[:eq])
 		if !validMetricName(lname) || strings.ContainsRune(lname, ':') {
-			return nil, "", fmt.Errorf("invalid label name %q", excerpt([]byte(lname), 80))
+			return nil, "", errors.New("invalid label name")
 		}
 		s = strings.TrimLeft(s[eq+1:], " \t")
 		if s == "" || s[0] != '"' {

@@ -2,10 +2,12 @@ package mooncake
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -98,12 +100,12 @@ func TestParseMetrics(t *testing.T) {
 		},
 		"captured, one 16 MiB segment with 10 keys of 4 KiB": {
 			body: string(readTestdata(t, "metrics_with_keys.txt")),
-			want: Summary{CapacityBytes: 16 << 20, UsedBytes: 10 * 4096, KeyCount: 10, ActiveClients: 1},
+			want: Summary{CapacityBytes: 16 << 20, UsedBytes: 10 * 4096, KeyCount: 10, ActiveClients: 1, SegmentCount: 1},
 		},
 		"captured, two tenants, 3 keys of 100 bytes left in default": {
 			body: string(readTestdata(t, "metrics_multitenant.txt")),
 			want: Summary{
-				CapacityBytes: 32 << 20, UsedBytes: 300, KeyCount: 3, ActiveClients: 2,
+				CapacityBytes: 32 << 20, UsedBytes: 300, KeyCount: 3, ActiveClients: 2, SegmentCount: 2,
 				Tenants: map[string]TenantUsage{
 					"default": {EffectiveQuotaBytes: 16 << 20, ChargedBytes: 300},
 					"t1":      {EffectiveQuotaBytes: 16 << 20},
@@ -295,17 +297,16 @@ func TestParseTenantQuotas(t *testing.T) {
 
 func TestParseErrorBody(t *testing.T) {
 	type result struct {
-		Code    int
-		Message string
-		OK      bool
+		Code int
+		OK   bool
 	}
 	tests := map[string]struct {
 		body string
 		want result
 	}{
-		"captured 409":        {string(readTestdata(t, "tenant_quotas_disabled_409.json")), result{-1011, "UNAVAILABLE_IN_CURRENT_MODE", true}},
-		"captured 400":        {string(readTestdata(t, "segments_status_400.json")), result{-600, "Missing segment query parameter", true}},
-		"simple error shape":  {`{"success":false,"error":"bad job"}`, result{0, "bad job", true}},
+		"captured 409":        {string(readTestdata(t, "tenant_quotas_disabled_409.json")), result{-1011, true}},
+		"captured 400":        {string(readTestdata(t, "segments_status_400.json")), result{-600, true}},
+		"simple error shape":  {`{"success":false,"error":"bad job"}`, result{0, true}},
 		"captured plain 404":  {string(readTestdata(t, "notfound_404.txt")), result{}},
 		"a success":           {string(readTestdata(t, "remove_all.json")), result{}},
 		"failure, no details": {`{"success":false}`, result{}},
@@ -313,7 +314,7 @@ func TestParseErrorBody(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var got result
-			got.Code, got.Message, got.OK = parseErrorBody([]byte(tc.body))
+			got.Code, got.OK = parseErrorBody([]byte(tc.body))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("parseErrorBody (-want +got):\n%s", diff)
 			}
@@ -327,28 +328,36 @@ func TestErrorMessages(t *testing.T) {
 		want []string
 	}{
 		"unreachable": {
-			err:  &UnreachableError{Method: "GET", URL: "http://m:9003/health", Err: errors.New("connection refused")},
+			err:  &UnreachableError{Method: "GET", URL: "http://m:9003/health", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}},
 			want: []string{"cannot reach", "http://m:9003/health", "connection refused", "--metrics_port"},
+		},
+		"not HTTP, quoted by net/http": {
+			err:  &UnreachableError{Method: "GET", URL: "http://m:50051/health", Err: errors.New(`net/http: HTTP/1.x transport connection broken: malformed HTTP response "SECRET"`)},
+			want: []string{"http://m:50051/health", "not HTTP", "--rpc_port"},
 		},
 		"timeout": {
 			err:  &UnreachableError{Method: "GET", URL: "http://m:9003/health", Timeout: true, Err: errors.New("deadline")},
 			want: []string{"timed out waiting for"},
 		},
 		"plain 404 from an old master": {
-			err:  &HTTPError{Method: "POST", URL: "http://m:9003/api/v1/remove_all", StatusCode: 404, Body: "404 Not Found"},
-			want: []string{"HTTP 404", `"404 Not Found"`, "0.3.12.post1 or newer"},
+			err:  &HTTPError{Method: "POST", URL: "http://m:9003/api/v1/remove_all", StatusCode: 404},
+			want: []string{"HTTP 404", "0.3.12.post1 or newer"},
 		},
 		"Mooncake error": {
-			err:  &HTTPError{Method: "GET", URL: "u", StatusCode: 409, Body: "{}", Code: -1011, Message: "UNAVAILABLE_IN_CURRENT_MODE"},
-			want: []string{"HTTP 409", "Mooncake error -1011: UNAVAILABLE_IN_CURRENT_MODE"},
+			err:  &HTTPError{Method: "GET", URL: "u", StatusCode: 409, Code: -1011},
+			want: []string{"HTTP 409", "Mooncake error code -1011"},
 		},
 		"standby": {
-			err:  &HTTPError{Method: "GET", URL: "u", StatusCode: 503, Code: -1011, Message: "service plane is not active"},
+			err:  &HTTPError{Method: "GET", URL: "u", StatusCode: 503, Code: -1011},
 			want: []string{"HA standby"},
 		},
+		"redirect": {
+			err:  &HTTPError{Method: "GET", URL: "http://m:9003/health", StatusCode: 302},
+			want: []string{"HTTP 302", "redirects are not followed"},
+		},
 		"protocol": {
-			err:  &ProtocolError{URL: "http://m/metrics", Reason: "missing master_key_count", Excerpt: "<html>"},
-			want: []string{"http://m/metrics", "missing master_key_count", `"<html>"`, "admin port"},
+			err:  &ProtocolError{URL: "http://m/metrics", Reason: "missing master_key_count", Answer: describeAnswer([]byte("<html>x</html>"))},
+			want: []string{"http://m/metrics", "missing master_key_count", "an HTML page, 14 bytes", "admin port"},
 		},
 	}
 	for name, tc := range tests {
