@@ -3,16 +3,21 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"sort"
 	"strconv"
+	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -20,6 +25,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -27,17 +33,22 @@ import (
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 )
 
-// BackendProbe is what a store's admin API reported.
+// BackendProbe is what a store's admin API reported: only what was parsed from it (numbers and
+// known states), never its text, because it is shown to whoever reads the CacheBackend and the
+// admin URL can name any server the operator reaches.
 type BackendProbe struct {
 	// ServiceReady is the master's own readiness.
 	ServiceReady bool
-	// Status is the master's health status word, e.g. "healthy".
-	Status                             string
+	// Standby is true when the master is an HA standby, which answers but does not serve.
+	Standby bool
+	// KeyCount, CapacityBytes and UsedBytes describe the store as a whole.
 	KeyCount, CapacityBytes, UsedBytes int64
-	Version                            string
+	// SegmentCount is the number of memory segments mounted in the store.
+	SegmentCount int64
 }
 
-// StoreAdmin is what the operator asks of a store's admin API.
+// StoreAdmin is what the operator asks of a store's admin API. Its errors never quote what the
+// store answered: they reach status.
 type StoreAdmin interface {
 	// Probe reports health and capacity.
 	Probe(ctx context.Context, adminURL string) (BackendProbe, error)
@@ -55,6 +66,9 @@ type CacheBackendReconciler struct {
 	Options  Options
 	Admin    StoreAdmin
 	Clock    clock.PassiveClock
+
+	// probes holds each backend's last probe, so that events between two polls reuse it.
+	probes probeCache
 }
 
 // +kubebuilder:rbac:groups=hicache.io,resources=cachebackends,verbs=get;list;watch;update;patch
@@ -68,22 +82,17 @@ type CacheBackendReconciler struct {
 func (r *CacheBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var cb hicachev1alpha1.CacheBackend
 	if err := r.Get(ctx, req.NamespacedName, &cb); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.probes.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !cb.DeletionTimestamp.IsZero() || cb.Spec.Mooncake == nil {
 		return ctrl.Result{}, nil
 	}
-	now := metav1.NewTime(r.Clock.Now())
+	now := r.Clock.Now()
 	st := cb.Status.DeepCopy()
 	st.ObservedGeneration = cb.Generation
-	set := func(typ string, ok bool, reason, msg string) {
-		s := metav1.ConditionFalse
-		if ok {
-			s = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg,
-			ObservedGeneration: cb.Generation, LastTransitionTime: now})
-	}
 
 	// 1. Children of a managed master; endpoints of either kind.
 	endpoints, deployed, err := r.reconcileMaster(ctx, &cb)
@@ -92,41 +101,30 @@ func (r *CacheBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	st.Endpoints = endpoints
 
-	// 2. Probe the admin API.
-	var probe BackendProbe
-	var probeErr error
+	// 2. Probe the admin API, at most once per poll interval and never for longer than the probe
+	// deadline: a backend whose admin URL hangs holds a worker for the deadline, then waits for its
+	// next poll like any other.
+	requeue := r.Options.BackendPollInterval
+	var rec probeRecord
 	if deployed {
-		probe, probeErr = r.Admin.Probe(ctx, endpoints.AdminURL)
-	}
-	switch {
-	case !deployed:
-		msg := "The managed Mooncake master has no available pod yet"
-		set(hicachev1alpha1.ConditionMasterReachable, false, hicachev1alpha1.ReasonMasterNotDeployed, msg)
-		set(hicachev1alpha1.ConditionServiceReady, false, hicachev1alpha1.ReasonMasterNotDeployed, msg)
-		set(hicachev1alpha1.ConditionReady, false, hicachev1alpha1.ReasonMasterNotDeployed, msg)
-	case probeErr != nil:
-		msg := fmt.Sprintf("The Mooncake master's admin API at %s does not answer: %v", endpoints.AdminURL, probeErr)
-		set(hicachev1alpha1.ConditionMasterReachable, false, hicachev1alpha1.ReasonMasterUnreachable, msg)
-		set(hicachev1alpha1.ConditionServiceReady, false, hicachev1alpha1.ReasonMasterUnreachable, "Unknown while the master is unreachable")
-		set(hicachev1alpha1.ConditionReady, false, hicachev1alpha1.ReasonMasterUnreachable, msg)
-	default:
-		set(hicachev1alpha1.ConditionMasterReachable, true, hicachev1alpha1.ReasonMasterReachable,
-			fmt.Sprintf("The admin API at %s answers", endpoints.AdminURL))
-		st.KeyCount, st.CapacityBytes, st.UsedBytes = probe.KeyCount, probe.CapacityBytes, probe.UsedBytes
-		st.Usage = usage(probe.UsedBytes, probe.CapacityBytes)
-		if probe.Version != "" {
-			st.Version = probe.Version
-		}
-		if probe.ServiceReady {
-			set(hicachev1alpha1.ConditionServiceReady, true, hicachev1alpha1.ReasonServiceReady, "The master reports service_ready")
-			set(hicachev1alpha1.ConditionReady, true, hicachev1alpha1.ReasonHealthy,
-				fmt.Sprintf("Mooncake master at %s is ready with %d objects", endpoints.RPCAddress, probe.KeyCount))
+		last, ok := r.probes.get(req.NamespacedName)
+		reuse, after := reuseProbe(last, ok, endpoints.AdminURL, cb.Generation, now, r.Options.BackendPollInterval)
+		if reuse {
+			rec, requeue = last, after
 		} else {
-			msg := fmt.Sprintf("The master answers but is not ready to serve (status %q)", probe.Status)
-			set(hicachev1alpha1.ConditionServiceReady, false, hicachev1alpha1.ReasonServiceNotReady, msg)
-			set(hicachev1alpha1.ConditionReady, false, hicachev1alpha1.ReasonServiceNotReady, msg)
+			pctx, cancel := context.WithTimeout(ctx, r.Options.ProbeTimeout)
+			probe, perr := r.Admin.Probe(pctx, endpoints.AdminURL)
+			cancel()
+			if perr != nil && ctx.Err() != nil {
+				return ctrl.Result{}, nil // the manager is stopping: no verdict on the backend
+			}
+			rec = probeRecord{AdminURL: endpoints.AdminURL, Generation: cb.Generation, At: r.Clock.Now(), Probe: probe, Err: perr}
+			r.probes.put(req.NamespacedName, rec)
 		}
+	} else {
+		r.probes.forget(req.NamespacedName)
 	}
+	setBackendConditions(st, cb.Generation, metav1.NewTime(now), deployed, rec)
 	if old := meta.FindStatusCondition(cb.Status.Conditions, hicachev1alpha1.ConditionReady); old != nil {
 		if nw := meta.FindStatusCondition(st.Conditions, hicachev1alpha1.ConditionReady); nw != nil && old.Status != nw.Status {
 			typ := corev1.EventTypeNormal
@@ -150,14 +148,113 @@ func (r *CacheBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	cmp := st.DeepCopy()
 	cmp.LastProbeTime = nil
 	if !equality.Semantic.DeepEqual(*probeTimeOnly, *cmp) {
-		st.LastProbeTime = &now
+		st.LastProbeTime = ptr.To(metav1.NewTime(now))
 		patch := client.MergeFrom(cb.DeepCopy())
 		cb.Status = *st
 		if err := r.Status().Patch(ctx, &cb, patch); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	return ctrl.Result{RequeueAfter: r.Options.BackendPollInterval}, nil
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// setBackendConditions sets Ready, MasterReachable and ServiceReady, and the store's figures,
+// from what the probe found. Messages are the operator's own sentences with the probe's parsed
+// facts; a probe error's message never quotes the store's answer.
+func setBackendConditions(st *hicachev1alpha1.CacheBackendStatus, generation int64, now metav1.Time, deployed bool, rec probeRecord) {
+	set := func(typ string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg,
+			ObservedGeneration: generation, LastTransitionTime: now})
+	}
+	ep := st.Endpoints
+	switch {
+	case !deployed:
+		msg := "The managed Mooncake master has no available pod yet"
+		set(hicachev1alpha1.ConditionMasterReachable, false, hicachev1alpha1.ReasonMasterNotDeployed, msg)
+		set(hicachev1alpha1.ConditionServiceReady, false, hicachev1alpha1.ReasonMasterNotDeployed, msg)
+		set(hicachev1alpha1.ConditionReady, false, hicachev1alpha1.ReasonMasterNotDeployed, msg)
+	case rec.Err != nil:
+		msg := fmt.Sprintf("The Mooncake master's admin API at %s fails its probe: %v", ep.AdminURL, rec.Err)
+		set(hicachev1alpha1.ConditionMasterReachable, false, hicachev1alpha1.ReasonMasterUnreachable, msg)
+		set(hicachev1alpha1.ConditionServiceReady, false, hicachev1alpha1.ReasonMasterUnreachable, "Unknown while the master is unreachable")
+		set(hicachev1alpha1.ConditionReady, false, hicachev1alpha1.ReasonMasterUnreachable, msg)
+	default:
+		p := rec.Probe
+		set(hicachev1alpha1.ConditionMasterReachable, true, hicachev1alpha1.ReasonMasterReachable,
+			fmt.Sprintf("The admin API at %s answers", ep.AdminURL))
+		st.KeyCount, st.CapacityBytes, st.UsedBytes, st.SegmentCount = p.KeyCount, p.CapacityBytes, p.UsedBytes, p.SegmentCount
+		st.Usage = usage(p.UsedBytes, p.CapacityBytes)
+		switch {
+		case p.ServiceReady:
+			set(hicachev1alpha1.ConditionServiceReady, true, hicachev1alpha1.ReasonServiceReady, "The master reports service_ready")
+			set(hicachev1alpha1.ConditionReady, true, hicachev1alpha1.ReasonHealthy,
+				fmt.Sprintf("Mooncake master at %s is ready with %d objects", ep.RPCAddress, p.KeyCount))
+		default:
+			msg := fmt.Sprintf("The master at %s answers but its service is not ready yet (service_ready is false)", ep.AdminURL)
+			if p.Standby {
+				msg = fmt.Sprintf("The master at %s answers but is an HA standby, which does not serve: point the backend at the leader", ep.AdminURL)
+			}
+			set(hicachev1alpha1.ConditionServiceReady, false, hicachev1alpha1.ReasonServiceNotReady, msg)
+			set(hicachev1alpha1.ConditionReady, false, hicachev1alpha1.ReasonServiceNotReady, msg)
+		}
+	}
+}
+
+// probeRecord is one probe of a backend's admin API and what it depended on.
+type probeRecord struct {
+	AdminURL   string
+	Generation int64
+	At         time.Time
+	Probe      BackendProbe
+	Err        error
+}
+
+// reuseProbe decides whether the last probe still stands: it does while it is younger than the
+// poll interval and asked the same URL for the same generation of the spec, so that the events
+// between two polls (a Deployment's status, a HiCacheDeployment's namespace) cost no probe. It
+// returns when the next probe is due.
+func reuseProbe(last probeRecord, ok bool, adminURL string, generation int64, now time.Time, interval time.Duration) (bool, time.Duration) {
+	if !ok || last.AdminURL != adminURL || last.Generation != generation {
+		return false, interval
+	}
+	age := now.Sub(last.At)
+	if age < 0 || age >= interval {
+		return false, interval
+	}
+	return true, interval - age
+}
+
+// probeCache holds the last probe of each backend. Reconciles of one backend never run at once;
+// of different backends they do.
+type probeCache struct {
+	mu   sync.Mutex
+	last map[types.NamespacedName]probeRecord
+}
+
+func (c *probeCache) get(k types.NamespacedName) (probeRecord, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.last[k]
+	return r, ok
+}
+
+func (c *probeCache) put(k types.NamespacedName, r probeRecord) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil {
+		c.last = map[types.NamespacedName]probeRecord{}
+	}
+	c.last[k] = r
+}
+
+func (c *probeCache) forget(k types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.last, k)
 }
 
 func usage(used, capacity int64) string {
@@ -180,6 +277,7 @@ func (r *CacheBackendReconciler) reconcileMaster(ctx context.Context, cb *hicach
 	}
 	if m.External != nil {
 		ep.RPCAddress, ep.AdminURL = m.External.RPCAddress, m.External.AdminURL
+		ep.MetricsPort = explicitPort(m.External.AdminURL)
 		return ep, true, nil
 	}
 	image := m.Managed.Image
@@ -204,11 +302,25 @@ func (r *CacheBackendReconciler) reconcileMaster(ctx context.Context, cb *hicach
 	}
 	ep.RPCAddress = fmt.Sprintf("%s.%s.svc:%d", masterName(cb.Name), cb.Namespace, m.Managed.RPCPort)
 	ep.AdminURL = fmt.Sprintf("http://%s.%s.svc:%d", masterName(cb.Name), cb.Namespace, m.Managed.AdminPort)
+	ep.MetricsPort = m.Managed.AdminPort
 	var cur appsv1.Deployment
 	if err := r.Get(ctx, client.ObjectKeyFromObject(dep), &cur); err != nil {
 		return nil, false, client.IgnoreNotFound(err)
 	}
 	return ep, cur.Status.AvailableReplicas > 0, nil
+}
+
+// explicitPort is the port an admin URL names, 0 when it names none.
+func explicitPort(adminURL string) int32 {
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return 0
+	}
+	p, err := strconv.ParseInt(u.Port(), 10, 32)
+	if err != nil || p < 1 || p > 65535 {
+		return 0
+	}
+	return int32(p)
 }
 
 func newEmpty(o client.Object) client.Object {
@@ -440,6 +552,9 @@ func (r *CacheBackendReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: hcd.Namespace, Name: hcd.Spec.Storage.BackendRef.Name}}}
 	})
 	return ctrl.NewControllerManagedBy(mgr).
+		// Probes of different backends run side by side: one whose admin URL hangs holds one
+		// worker for at most the probe deadline.
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.BackendWorkers}).
 		For(&hicachev1alpha1.CacheBackend{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).

@@ -2,16 +2,19 @@ package controllers
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/mooncake"
 )
 
 func TestMasterArgs(t *testing.T) {
@@ -208,5 +211,119 @@ func TestUsage(t *testing.T) {
 				t.Errorf("usage(%d, %d) = %q, want %q", tc.used, tc.capacity, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestReuseProbe(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	last := probeRecord{AdminURL: "http://m:9003", Generation: 2, At: t0}
+	interval := 15 * time.Second
+	cases := map[string]struct {
+		last       probeRecord
+		ok         bool
+		url        string
+		generation int64
+		now        time.Time
+		reuse      bool
+		after      time.Duration
+	}{
+		"never probed":                {ok: false, url: "http://m:9003", generation: 2, now: t0, after: interval},
+		"an event right after":        {last: last, ok: true, url: "http://m:9003", generation: 2, now: t0.Add(time.Second), reuse: true, after: 14 * time.Second},
+		"just before the next poll":   {last: last, ok: true, url: "http://m:9003", generation: 2, now: t0.Add(interval - time.Millisecond), reuse: true, after: time.Millisecond},
+		"the poll is due":             {last: last, ok: true, url: "http://m:9003", generation: 2, now: t0.Add(interval), after: interval},
+		"long overdue":                {last: last, ok: true, url: "http://m:9003", generation: 2, now: t0.Add(time.Hour), after: interval},
+		"another URL":                 {last: last, ok: true, url: "http://n:9003", generation: 2, now: t0.Add(time.Second), after: interval},
+		"the spec changed":            {last: last, ok: true, url: "http://m:9003", generation: 3, now: t0.Add(time.Second), after: interval},
+		"a clock that went backwards": {last: last, ok: true, url: "http://m:9003", generation: 2, now: t0.Add(-time.Second), after: interval},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			reuse, after := reuseProbe(tc.last, tc.ok, tc.url, tc.generation, tc.now, interval)
+			if reuse != tc.reuse || after != tc.after {
+				t.Errorf("reuseProbe = %v, %v; want %v, %v", reuse, after, tc.reuse, tc.after)
+			}
+		})
+	}
+}
+
+func TestSetBackendConditions(t *testing.T) {
+	ep := &hicachev1alpha1.BackendEndpoints{RPCAddress: "m:50051", AdminURL: "http://m:9003"}
+	type cond struct{ Status, Reason, Message string }
+	cases := map[string]struct {
+		deployed bool
+		rec      probeRecord
+		want     map[string]cond
+		keys     int64
+	}{
+		"no master pod yet": {
+			want: map[string]cond{
+				hicachev1alpha1.ConditionReady:           {"False", hicachev1alpha1.ReasonMasterNotDeployed, "The managed Mooncake master has no available pod yet"},
+				hicachev1alpha1.ConditionMasterReachable: {"False", hicachev1alpha1.ReasonMasterNotDeployed, "The managed Mooncake master has no available pod yet"},
+			},
+		},
+		"serving": {
+			deployed: true,
+			rec:      probeRecord{Probe: BackendProbe{ServiceReady: true, KeyCount: 7, CapacityBytes: 4 << 30, UsedBytes: 1 << 30, SegmentCount: 2}},
+			keys:     7,
+			want: map[string]cond{
+				hicachev1alpha1.ConditionReady:        {"True", hicachev1alpha1.ReasonHealthy, "Mooncake master at m:50051 is ready with 7 objects"},
+				hicachev1alpha1.ConditionServiceReady: {"True", hicachev1alpha1.ReasonServiceReady, "The master reports service_ready"},
+			},
+		},
+		"an HA standby": {
+			deployed: true,
+			rec:      probeRecord{Probe: BackendProbe{Standby: true}},
+			want: map[string]cond{
+				hicachev1alpha1.ConditionReady:           {"False", hicachev1alpha1.ReasonServiceNotReady, "The master at http://m:9003 answers but is an HA standby, which does not serve: point the backend at the leader"},
+				hicachev1alpha1.ConditionMasterReachable: {"True", hicachev1alpha1.ReasonMasterReachable, "The admin API at http://m:9003 answers"},
+			},
+		},
+		"starting": {
+			deployed: true,
+			want: map[string]cond{
+				hicachev1alpha1.ConditionReady: {"False", hicachev1alpha1.ReasonServiceNotReady, "The master at http://m:9003 answers but its service is not ready yet (service_ready is false)"},
+			},
+		},
+		"a failed probe": {
+			deployed: true,
+			rec:      probeRecord{Err: &mooncake.HTTPError{Method: "GET", URL: "http://m:9003/health", StatusCode: 500}},
+			want: map[string]cond{
+				hicachev1alpha1.ConditionReady:        {"False", hicachev1alpha1.ReasonMasterUnreachable, "The Mooncake master's admin API at http://m:9003 fails its probe: the Mooncake master answered GET http://m:9003/health with HTTP 500"},
+				hicachev1alpha1.ConditionServiceReady: {"False", hicachev1alpha1.ReasonMasterUnreachable, "Unknown while the master is unreachable"},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			st := &hicachev1alpha1.CacheBackendStatus{Endpoints: ep}
+			setBackendConditions(st, 3, metav1.Now(), tc.deployed, tc.rec)
+			for typ, want := range tc.want {
+				c := meta.FindStatusCondition(st.Conditions, typ)
+				if c == nil {
+					t.Fatalf("no %s condition", typ)
+				}
+				if got := (cond{string(c.Status), c.Reason, c.Message}); got != want || c.ObservedGeneration != 3 {
+					t.Errorf("%s = %+v (generation %d), want %+v (generation 3)", typ, got, c.ObservedGeneration, want)
+				}
+			}
+			if st.KeyCount != tc.keys {
+				t.Errorf("keyCount %d, want %d", st.KeyCount, tc.keys)
+			}
+		})
+	}
+}
+
+func TestExplicitPort(t *testing.T) {
+	for in, want := range map[string]int32{
+		"http://m:9003":              9003,
+		"https://proxy/mooncake":     0,
+		"http://[::1]:9004/x":        9004,
+		"http://m:70000":             0,
+		"not a url at all: %zz":      0,
+		"http://m.ns.svc.cluster:80": 80,
+	} {
+		if got := explicitPort(in); got != want {
+			t.Errorf("explicitPort(%q) = %d, want %d", in, got, want)
+		}
 	}
 }

@@ -202,11 +202,15 @@ func (r *HiCacheDeploymentReconciler) backendEndpoints(ctx context.Context, hcd 
 		return nil, &conditionError{hicachev1alpha1.ReasonBackendNotReady, msg + "; serving groups start once it is"}
 	}
 	be := &resolve.Backend{Name: name, RPCAddress: cb.Status.Endpoints.RPCAddress, MetadataServer: cb.Status.Endpoints.MetadataServer}
-	// Ranks ask the master's admin port too (master_metrics_port): take it from where the
-	// operator reaches it.
-	if u, err := url.Parse(cb.Status.Endpoints.AdminURL); err == nil {
-		if port, err := strconv.Atoi(u.Port()); err == nil {
-			be.MetricsPort = port
+	// Ranks ask the master's admin port too (master_metrics_port), which the backend publishes.
+	be.MetricsPort = int(cb.Status.Endpoints.MetricsPort)
+	if be.MetricsPort == 0 {
+		// A status written before endpoints.metricsPort existed: the port the operator reaches,
+		// so that the rendered ranks do not change until the backend is probed again.
+		if u, err := url.Parse(cb.Status.Endpoints.AdminURL); err == nil {
+			if port, err := strconv.Atoi(u.Port()); err == nil {
+				be.MetricsPort = port
+			}
 		}
 	}
 	return be, nil

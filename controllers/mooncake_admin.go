@@ -16,7 +16,8 @@ func (m mooncakeAdmin) client(adminURL string) (*mooncake.Client, error) {
 	return mooncake.NewClient(adminURL, m.HTTP)
 }
 
-// Probe asks /health, then /metrics for capacity and key count.
+// Probe asks /health, then /metrics for capacity and key count, and keeps only what it parsed:
+// the health state as one of the known states, and numbers. Both requests share ctx's deadline.
 func (m mooncakeAdmin) Probe(ctx context.Context, adminURL string) (BackendProbe, error) {
 	c, err := m.client(adminURL)
 	if err != nil {
@@ -26,12 +27,13 @@ func (m mooncakeAdmin) Probe(ctx context.Context, adminURL string) (BackendProbe
 	if err != nil {
 		return BackendProbe{}, err
 	}
-	p := BackendProbe{ServiceReady: h.Ready(), Status: h.Status}
+	state := h.State()
+	p := BackendProbe{ServiceReady: state == mooncake.HealthServing, Standby: state == mooncake.HealthStandby}
 	s, err := c.Summary(ctx)
 	if err != nil {
 		return BackendProbe{}, err
 	}
-	p.KeyCount, p.CapacityBytes, p.UsedBytes = s.KeyCount, s.CapacityBytes, s.UsedBytes
+	p.KeyCount, p.CapacityBytes, p.UsedBytes, p.SegmentCount = s.KeyCount, s.CapacityBytes, s.UsedBytes, s.SegmentCount
 	return p, nil
 }
 

@@ -4,6 +4,7 @@
 package controllers
 
 import (
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -24,6 +25,17 @@ const (
 	DefaultMooncakeImage = images.ReleaseMooncake
 )
 
+// Defaults of the CacheBackend probes.
+const (
+	// DefaultBackendPollInterval is how often a backend's admin API is asked.
+	DefaultBackendPollInterval = 15 * time.Second
+	// DefaultProbeTimeout bounds one whole probe (health and metrics): a master on a cluster
+	// network answers both in milliseconds.
+	DefaultProbeTimeout = 3 * time.Second
+	// DefaultBackendWorkers is how many backends are reconciled (and probed) at once.
+	DefaultBackendWorkers = 4
+)
+
 // FieldOwner is the server-side apply field manager of everything the operator writes.
 const FieldOwner = "hicache-operator"
 
@@ -31,11 +43,15 @@ const FieldOwner = "hicache-operator"
 type Options struct {
 	// BackendPollInterval is how often a CacheBackend's master is probed.
 	BackendPollInterval time.Duration
+	// ProbeTimeout bounds one probe of a master's admin API, every request of it together.
+	ProbeTimeout time.Duration
+	// BackendWorkers is how many CacheBackends are reconciled at once.
+	BackendWorkers int
 	// DefaultSGLangImage is used when a HiCacheDeployment names no image.
 	DefaultSGLangImage string
 	// DefaultMooncakeImage is used when a managed CacheBackend names no image.
 	DefaultMooncakeImage string
-	// HTTPClient talks to Mooncake masters' admin APIs; nil means a client with a 10 s timeout.
+	// HTTPClient talks to Mooncake masters' admin APIs; nil means newAdminHTTPClient().
 	HTTPClient *http.Client
 	// Admin talks to stores' admin APIs; nil means the Mooncake admin client over HTTPClient.
 	Admin StoreAdmin
@@ -86,7 +102,13 @@ func (o Options) flushPolicy() flushPolicy {
 
 func (o Options) withDefaults() Options {
 	if o.BackendPollInterval <= 0 {
-		o.BackendPollInterval = 15 * time.Second
+		o.BackendPollInterval = DefaultBackendPollInterval
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = DefaultProbeTimeout
+	}
+	if o.BackendWorkers <= 0 {
+		o.BackendWorkers = DefaultBackendWorkers
 	}
 	if o.DefaultSGLangImage == "" {
 		o.DefaultSGLangImage = DefaultSGLangImage
@@ -95,7 +117,7 @@ func (o Options) withDefaults() Options {
 		o.DefaultMooncakeImage = DefaultMooncakeImage
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+		o.HTTPClient = newAdminHTTPClient()
 	}
 	if o.Admin == nil {
 		o.Admin = mooncakeAdmin{HTTP: o.HTTPClient}
@@ -104,6 +126,24 @@ func (o Options) withDefaults() Options {
 		o.Identity = DefaultIdentity()
 	}
 	return o
+}
+
+// newAdminHTTPClient is the client of masters' admin APIs. Each call also has its own deadline
+// (the probe's, or the admin client's per request); these bound what a deadline-less caller
+// could wait for: connecting, the TLS handshake, the answer's headers and their size.
+func newAdminHTTPClient() *http.Client {
+	return &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			Proxy:                  http.ProxyFromEnvironment,
+			DialContext:            (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			TLSHandshakeTimeout:    3 * time.Second,
+			ResponseHeaderTimeout:  10 * time.Second,
+			MaxResponseHeaderBytes: 64 << 10,
+			MaxIdleConnsPerHost:    2,
+			IdleConnTimeout:        90 * time.Second,
+		},
+	}
 }
 
 // Setup registers every controller with the manager.

@@ -188,6 +188,12 @@ type CacheBackendStatus struct {
 	// +optional
 	KeyCount int64 `json:"keyCount"`
 
+	// segmentCount is the number of memory segments mounted in the store (each serving rank or
+	// store pod that lends memory mounts one).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	SegmentCount int64 `json:"segmentCount,omitempty"`
+
 	// version is the Mooncake version the master reports.
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
@@ -216,6 +222,14 @@ type BackendEndpoints struct {
 	// +kubebuilder:validation:MaxLength=512
 	// +optional
 	AdminURL string `json:"adminURL,omitempty"`
+
+	// metricsPort is the master's admin and metrics HTTP port (its --metrics_port), which
+	// serving ranks are given as master_metrics_port: the managed master's adminPort, or the port
+	// an external adminURL names (unset when it names none).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	MetricsPort int32 `json:"metricsPort,omitempty"`
 
 	// metadataServer is the transfer-engine metadata server.
 	// +kubebuilder:validation:MaxLength=256

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"os"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -41,7 +40,9 @@ func main() {
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica reconciles at a time")
 	flag.StringVar(&leaderElectNS, "leader-election-namespace", "", "Namespace of the leader-election lease (default: the pod's own namespace; required outside a cluster)")
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to watch (empty: all)")
-	flag.DurationVar(&opts.BackendPollInterval, "backend-poll-interval", 15*time.Second, "How often a CacheBackend's master is probed for health and capacity")
+	flag.DurationVar(&opts.BackendPollInterval, "backend-poll-interval", controllers.DefaultBackendPollInterval, "How often a CacheBackend's master is probed for health and capacity")
+	flag.DurationVar(&opts.ProbeTimeout, "backend-probe-timeout", controllers.DefaultProbeTimeout, "How long one probe of a CacheBackend's admin API (health and metrics together) may take")
+	flag.IntVar(&opts.BackendWorkers, "backend-workers", controllers.DefaultBackendWorkers, "How many CacheBackends are reconciled and probed at once")
 	flag.StringVar(&opts.DefaultSGLangImage, "default-sglang-image", controllers.DefaultSGLangImage, "SGLang image for deployments that name none")
 	flag.StringVar(&opts.DefaultMooncakeImage, "default-mooncake-image", controllers.DefaultMooncakeImage, "Mooncake image for managed backends that name none")
 	flag.StringVar(&flushRunner, "flush-runner", "job", "How namespace flushes run the Mooncake client: job (a Kubernetes Job in the backend's image) or local (this process's host, with --flush-python; for local clusters whose nodes run no containers)")

@@ -2,9 +2,17 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/controllers"
 )
 
 func getCB(t *testing.T, ns, name string) *hicachev1alpha1.CacheBackend {
@@ -160,5 +169,243 @@ spec:
 		if !metav1.IsControlledBy(o, getCB(t, ns, "store")) {
 			t.Errorf("%s is not controlled by the CacheBackend", o.GetName())
 		}
+	}
+}
+
+// leakMarker starts every answer of a hostile admin URL: nothing of it may reach the status or
+// the Events of the CacheBackend that names that URL.
+const leakMarker = "XYZZY"
+
+// hostileAdmin is an admin URL on loopback that forwards to a real master until it is turned,
+// then answers with its own text.
+type hostileAdmin struct {
+	*httptest.Server
+	turned atomic.Bool
+}
+
+func startHostileAdmin(t *testing.T, realAdminURL string, answer http.HandlerFunc) *hostileAdmin {
+	t.Helper()
+	target, err := url.Parse(realAdminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	h := &hostileAdmin{}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !h.turned.Load() {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		answer(w, r)
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+// A CacheBackend can name any URL the operator reaches; whatever it answers, its status and
+// Events carry only what the operator parsed (numbers, known states) and its own sentences,
+// never the text of the answer: an HTML page, Mooncake-shaped errors and health fields, a
+// metrics page of garbage, a redirect, an answer that is not HTTP.
+func TestBackendStatusNeverShowsTheAnswerOfItsAdminURL(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMaster(t)
+	secret := leakMarker + "-token=0f9e8d7c6b5a-internal-only"
+	health := func(r *http.Request) bool { return r.URL.Path == "/health" }
+	answers := map[string]http.HandlerFunc{
+		"html-page": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprintf(w, "%s<html><body>Internal dashboard %s</body></html>", leakMarker, secret)
+		},
+		"mooncake-error-shape": func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, `{"success":false,"error_code":-1011,"error_message":%q,"error":%q}`, secret, secret)
+		},
+		"plain-500": func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, secret)
+		},
+		"health-fields": func(w http.ResponseWriter, r *http.Request) {
+			if !health(r) {
+				fmt.Fprint(w, "master_total_capacity_bytes 1\nmaster_allocated_bytes 0\nmaster_key_count 0\n")
+				return
+			}
+			fmt.Fprintf(w, `{"status":%q,"role":%q,"ha_state":%q,"service_ready":false,"leader_address":%q}`, secret, secret, secret, secret)
+		},
+		"metrics-garbage": func(w http.ResponseWriter, r *http.Request) {
+			if health(r) {
+				fmt.Fprint(w, `{"status":"ok","role":"leader","ha_state":"serving","service_ready":true}`)
+				return
+			}
+			fmt.Fprintf(w, "%s_metric{token=%q} 1\n%s is not a sample\n", leakMarker, secret, secret)
+		},
+		"redirect": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://127.0.0.1:1/"+secret, http.StatusFound)
+		},
+		"not-http": func(w http.ResponseWriter, _ *http.Request) {
+			conn, buf, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				return
+			}
+			_, _ = buf.WriteString(secret + " " + secret + "\r\n\r\n")
+			_ = buf.Flush()
+			_ = conn.Close()
+		},
+	}
+	servers := map[string]*hostileAdmin{}
+	for name, answer := range answers {
+		servers[name] = startHostileAdmin(t, m.AdminURL, answer)
+		create(t, &hicachev1alpha1.CacheBackend{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: hicachev1alpha1.CacheBackendSpec{Type: hicachev1alpha1.BackendMooncake, Mooncake: &hicachev1alpha1.MooncakeSpec{
+				External: &hicachev1alpha1.ExternalMooncake{RPCAddress: m.RPCAddr, AdminURL: servers[name].URL},
+			}},
+		})
+	}
+	// Ready through the real master first, so that turning produces a transition and its Event.
+	for name := range answers {
+		waitCondition(t, &hicachev1alpha1.CacheBackend{}, ns, name, hicachev1alpha1.ConditionReady, metav1.ConditionTrue, 30*time.Second)
+	}
+	for _, s := range servers {
+		s.turned.Store(true)
+	}
+	for name := range answers {
+		waitCondition(t, &hicachev1alpha1.CacheBackend{}, ns, name, hicachev1alpha1.ConditionReady, metav1.ConditionFalse, 30*time.Second)
+	}
+	// A few more probes of the hostile answers (the poll interval is 1 s here).
+	time.Sleep(3 * time.Second)
+
+	for name := range answers {
+		cb := getCB(t, ns, name)
+		status, err := json.Marshal(cb.Status)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(strings.ToUpper(string(status)), leakMarker) {
+			t.Errorf("%s: the status shows the admin URL's answer:\n%s", name, status)
+		}
+		c := meta.FindStatusCondition(cb.Status.Conditions, hicachev1alpha1.ConditionReady)
+		t.Logf("%s: Ready=False %s: %s", name, c.Reason, c.Message)
+		if !strings.Contains(c.Message, servers[name].URL) {
+			t.Errorf("%s: Ready=False %s %q does not name the admin URL", name, c.Reason, c.Message)
+		}
+	}
+	var events corev1.EventList
+	if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	warnings := 0
+	for _, e := range events.Items {
+		if e.Type == corev1.EventTypeWarning {
+			warnings++
+		}
+		if b, _ := json.Marshal(e); strings.Contains(strings.ToUpper(string(b)), leakMarker) {
+			t.Errorf("event %s about %s shows the admin URL's answer: %s: %s", e.Reason, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+	if warnings < len(answers) {
+		t.Errorf("%d Warning events for %d backends that went NotReady; want one each at least", warnings, len(answers))
+	}
+}
+
+// hangingAdmin is an admin URL whose listener accepts connections and never answers.
+func hangingAdmin(t *testing.T, accepted *atomic.Int64) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return "http://" + l.Addr().String()
+}
+
+// Backends whose admin URLs hang do not delay the probes of another namespace's backend: a
+// master that stops is reported within one poll interval plus the probe deadlines of the
+// hanging backends that may be ahead of it, shared by the workers.
+func TestHangingAdminURLsDoNotDelayAnotherBackend(t *testing.T) {
+	ns, other := newNamespace(t), newNamespace(t)
+	m := startMaster(t)
+	// The backend reaches its master through a proxy that counts its probes, so that the master
+	// can be stopped right after one: the worst moment, with the next probe a whole poll away.
+	var probed atomic.Int64
+	target, err := url.Parse(m.AdminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxy.ServeHTTP(w, r)
+		if r.URL.Path == "/metrics" { // the probe's last request, answered
+			probed.Add(1)
+		}
+	}))
+	t.Cleanup(counting.Close)
+	externalBackend(t, ns, "mooncake", m.RPCAddr, counting.URL)
+
+	const hanging = 6
+	accepted := make([]*atomic.Int64, hanging)
+	for i := range hanging {
+		accepted[i] = &atomic.Int64{}
+		create(t, &hicachev1alpha1.CacheBackend{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("hangs-%d", i), Namespace: other},
+			Spec: hicachev1alpha1.CacheBackendSpec{Type: hicachev1alpha1.BackendMooncake, Mooncake: &hicachev1alpha1.MooncakeSpec{
+				External: &hicachev1alpha1.ExternalMooncake{RPCAddress: "127.0.0.1:1", AdminURL: hangingAdmin(t, accepted[i])},
+			}},
+		})
+	}
+	// Every hanging backend has been probed twice: the probes are in their steady rhythm, where
+	// each hanging backend comes back to the queue one poll interval after its probe gave up.
+	// (Before probes were bounded and spread over workers, this took a 10 s timeout per probe, in
+	// turn: two minutes.)
+	eventually(t, 180*time.Second, "every hanging admin URL probed twice", func() (bool, string) {
+		least := int64(1 << 62)
+		for _, a := range accepted {
+			least = min(least, a.Load())
+		}
+		return least >= 2, fmt.Sprintf("the least probed was asked %d times", least)
+	})
+
+	// The bound: the backend's next probe is due within one poll interval (1 s here); by then
+	// the workers may all be held by hanging probes, each for at most the probe deadline, with at
+	// most all hanging backends ahead of it: ceil(hanging/workers) deadlines. Two seconds more for
+	// the status write and this test's polling on a loaded machine.
+	poll := time.Second
+	rounds := (hanging + controllers.DefaultBackendWorkers - 1) / controllers.DefaultBackendWorkers
+	bound := poll + time.Duration(rounds)*controllers.DefaultProbeTimeout + 2*time.Second
+
+	for n := probed.Load(); probed.Load() == n; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	m.stop(t)
+	var detected time.Duration
+	eventually(t, 120*time.Second, "the stopped master reported", func() (bool, string) {
+		c := meta.FindStatusCondition(getCB(t, ns, "mooncake").Status.Conditions, hicachev1alpha1.ConditionReady)
+		detected = time.Since(start)
+		return c != nil && c.Status == metav1.ConditionFalse, fmt.Sprintf("%+v", c)
+	})
+	t.Logf("a stopped master was reported NotReady after %v, beside %d hanging backends (bound %v)", detected.Round(100*time.Millisecond), hanging, bound)
+	if detected > bound {
+		t.Errorf("a stopped master was reported after %v beside %d hanging backends; want within %v", detected.Round(100*time.Millisecond), hanging, bound)
 	}
 }
