@@ -7,10 +7,12 @@ import (
 	"flag"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -32,6 +34,7 @@ func main() {
 		watchNamespaces string
 		flushRunner     string
 		flushPython     string
+		shutdownTimeout time.Duration
 		opts            controllers.Options
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to (0 disables it)")
@@ -43,6 +46,7 @@ func main() {
 	flag.DurationVar(&opts.BackendPollInterval, "backend-poll-interval", controllers.DefaultBackendPollInterval, "How often a CacheBackend's master is probed for health and capacity")
 	flag.DurationVar(&opts.ProbeTimeout, "backend-probe-timeout", controllers.DefaultProbeTimeout, "How long one probe of a CacheBackend's admin API (health and metrics together) may take")
 	flag.IntVar(&opts.BackendWorkers, "backend-workers", controllers.DefaultBackendWorkers, "How many CacheBackends are reconciled and probed at once")
+	flag.DurationVar(&shutdownTimeout, "shutdown-timeout", 8*time.Second, "How long the controllers may take to stop after SIGTERM; past it the process exits without releasing the leader lease (keep it below the pod's terminationGracePeriodSeconds)")
 	flag.StringVar(&opts.DefaultSGLangImage, "default-sglang-image", controllers.DefaultSGLangImage, "SGLang image for deployments that name none")
 	flag.StringVar(&opts.DefaultMooncakeImage, "default-mooncake-image", controllers.DefaultMooncakeImage, "Mooncake image for managed backends that name none")
 	flag.StringVar(&flushRunner, "flush-runner", "job", "How namespace flushes run the Mooncake client: job (a Kubernetes Job in the backend's image) or local (this process's host, with --flush-python; for local clusters whose nodes run no containers)")
@@ -105,7 +109,14 @@ func main() {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "hicache-operator.hicache.io",
 		LeaderElectionNamespace: leaderElectNS,
-		Cache:                   cacheOpts,
+		// Give the lease up on a clean stop, so that the next leader starts at once instead of
+		// waiting for it to expire. This is safe because the manager releases it only after every
+		// controller has returned (GracefulShutdownTimeout -1: no grace period cuts that wait
+		// short; --shutdown-timeout ends a stop that hangs, without releasing) and this process
+		// does nothing after Start returns.
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       ptr.To(time.Duration(-1)),
+		Cache:                         cacheOpts,
 	})
 	if err != nil {
 		log.Error(err, "Unable to create the manager")
@@ -123,9 +134,19 @@ func main() {
 		log.Error(err, "Unable to set up the readiness check")
 		os.Exit(1)
 	}
+	ctx := ctrl.SetupSignalHandler()
+	go func() {
+		// A controller that does not stop must not keep the process (and the lease) forever:
+		// exit without releasing the lease, which then expires as if the process had been killed.
+		<-ctx.Done()
+		time.Sleep(shutdownTimeout)
+		log.Error(nil, "The controllers did not stop in time; exiting without releasing the leader lease", "shutdown-timeout", shutdownTimeout)
+		os.Exit(1)
+	}()
 	log.Info("Starting the manager")
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "The manager stopped with an error")
 		os.Exit(1)
 	}
+	log.Info("The manager stopped")
 }

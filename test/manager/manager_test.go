@@ -141,3 +141,120 @@ func TestManagerRefusesABadFlushRunner(t *testing.T) {
 		t.Errorf("manager --flush-runner=cloud: %v\n%s\nwant exit 2 and a message naming job and local", err, out)
 	}
 }
+
+// runningManager is one manager process of a test.
+type runningManager struct {
+	cmd    *exec.Cmd
+	logs   *strings.Builder
+	exited chan error
+}
+
+func startManagerBinary(t *testing.T, bin, kubeconfig string) *runningManager {
+	t.Helper()
+	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--leader-elect", "--leader-election-namespace=default",
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", freePort(t)), "--metrics-bind-address=0")
+	m := &runningManager{cmd: cmd, logs: &strings.Builder{}, exited: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = m.logs, m.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { m.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("manager %d log:\n%s", cmd.Process.Pid, m.logs.String())
+		}
+	})
+	return m
+}
+
+// A manager stopped with SIGTERM gives up its lease as it exits, so that a standby (or the
+// replacement pod of a rolling update) leads within its retry period rather than waiting for the
+// lease to expire.
+func TestManagerReleasesItsLeaseOnSIGTERM(t *testing.T) {
+	ctx := context.Background()
+	c, err := localcluster.Start(ctx, localcluster.Options{
+		APIServerOnly:     true,
+		CRDDirectoryPaths: []string{filepath.Join(repoRoot(), "config", "crd", "bases")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := c.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := func() (string, error) {
+		l, err := cs.CoordinationV1().Leases("default").Get(ctx, "hicache-operator.hicache.io", metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		if l.Spec.HolderIdentity == nil {
+			return "", nil
+		}
+		return *l.Spec.HolderIdentity, nil
+	}
+
+	bin := buildManager(t)
+	first := startManagerBinary(t, bin, kubeconfig)
+	var leader string
+	testutil.Eventually(t, 30*time.Second, "the first manager leading", func() (bool, string) {
+		h, err := holder()
+		leader = h
+		return err == nil && h != "", fmt.Sprint(h, err)
+	})
+	standby := startManagerBinary(t, bin, kubeconfig)
+	// The standby is up and trying: give it one retry period against the held lease.
+	time.Sleep(3 * time.Second)
+	if h, _ := holder(); h != leader {
+		t.Fatalf("the lease moved from %s to %s while its holder ran", leader, h)
+	}
+
+	start := time.Now()
+	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-first.exited:
+		if err != nil {
+			t.Fatalf("the manager exited with %v on SIGTERM, want 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the manager did not stop within 30 s of SIGTERM")
+	}
+	stopped := time.Since(start)
+	// Released: no holder, unless the standby took it already.
+	if h, err := holder(); err != nil || h == leader {
+		t.Errorf("after the leader exited the lease is held by %q (%v); want it released", h, err)
+	}
+	var took time.Duration
+	testutil.Eventually(t, 30*time.Second, "the standby leading", func() (bool, string) {
+		h, err := holder()
+		took = time.Since(start)
+		return err == nil && h != "" && h != leader, fmt.Sprint(h, err)
+	})
+	t.Logf("SIGTERM to exit %v; the standby led %v after SIGTERM", stopped.Round(100*time.Millisecond), took.Round(100*time.Millisecond))
+	// The standby retries every 2 s (controller-runtime's RetryPeriod); the lease lasts 15 s.
+	if took > 5*time.Second {
+		t.Errorf("the standby led %v after the leader's SIGTERM; want within its retry period (2 s) plus the leader's shutdown, not the lease's 15 s expiry", took)
+	}
+	if err := standby.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-standby.exited:
+		if err != nil {
+			t.Errorf("the second manager exited with %v on SIGTERM, want 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the second manager did not stop within 30 s of SIGTERM")
+	}
+	if h, err := holder(); err != nil || h != "" {
+		t.Errorf("after the last manager exited the lease is held by %q (%v); want it released", h, err)
+	}
+}
