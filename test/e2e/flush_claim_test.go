@@ -169,6 +169,53 @@ func TestFlushOfAStoppedOperatorIsTakenOverWhenItsClaimLapses(t *testing.T) {
 	}
 }
 
+// A Job attempt outlives the operator that started it: a successor records it from its Job as
+// soon as the Job ended, without waiting for the claim to lapse, and starts no second Job for it.
+func TestJobAttemptOfAStoppedOperatorIsRecordedFromItsJob(t *testing.T) {
+	ns, _ := namespaceWithBackend(t)
+	defer flushRuns.useJobs(ns)()
+	stopped := make(chan struct{}, 1)
+	unhook := flushRuns.hook(nil, func(ctx context.Context, req controllers.NamespaceFlushRequest) error {
+		if req.Flush.Namespace != ns {
+			return nil
+		}
+		stopped <- struct{}{}
+		<-ctx.Done() // the operator stops right after creating the Job
+		return ctx.Err()
+	})
+	defer unhook()
+	create(t, namespaceFlush(ns, "jobhandover", "jobhandover"))
+	select {
+	case <-stopped:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the flush did not start")
+	}
+	unhook()
+	restartManagerAs(t, "e2e-job-successor")
+	claim := getFlush(t, ns, "jobhandover").Status.Claim
+	if claim == nil || claim.Attempt != 1 {
+		t.Fatalf("claim %+v, want attempt 1's", claim)
+	}
+	eventually(t, 30*time.Second, "attempt 1 recorded from its Job", func() (bool, string) {
+		cf := getFlush(t, ns, "jobhandover")
+		c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionFailed)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == hicachev1alpha1.ReasonJobFailed && strings.Contains(c.Message, "Attempt 1"),
+			fmt.Sprintf("%+v", cf.Status.Conditions)
+	})
+	if time.Now().After(claim.ExpiryTime.Time) {
+		t.Errorf("attempt 1 was recorded after its claim lapsed (%s): the successor waited for it", claim.ExpiryTime)
+	}
+	var jobs batchv1.JobList
+	if err := k8s.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs.Items {
+		if j.Name != "jobhandover-1" && j.Name != "jobhandover-2" {
+			t.Errorf("Job %s", j.Name)
+		}
+	}
+}
+
 // A flush of an empty namespace says so.
 func TestFlushOfAnEmptyNamespaceSaysSo(t *testing.T) {
 	ns, _ := namespaceWithBackend(t)

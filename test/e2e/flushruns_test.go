@@ -31,7 +31,7 @@ type runLog struct {
 	runs []flushRun
 	jobs map[string]bool // Kubernetes namespaces whose flushes run as Jobs
 	// before and after run around the real script (nil: nothing); after may return an error in
-	// place of the script's outcome.
+	// place of the script's outcome. after runs after each check on a Job too.
 	before func(req controllers.NamespaceFlushRequest)
 	after  func(ctx context.Context, req controllers.NamespaceFlushRequest) error
 }
@@ -85,12 +85,18 @@ func (f recordingFlusher) Method(cf *hicachev1alpha1.CacheFlush) string {
 }
 
 func (f recordingFlusher) FlushNamespace(ctx context.Context, req controllers.NamespaceFlushRequest) (flushjob.Result, bool, error) {
-	if f.Method(req.Flush) == hicachev1alpha1.MethodJob {
-		return f.job.FlushNamespace(ctx, req)
-	}
 	f.log.mu.Lock()
 	before, after := f.log.before, f.log.after
 	f.log.mu.Unlock()
+	if f.Method(req.Flush) == hicachev1alpha1.MethodJob {
+		res, done, err := f.job.FlushNamespace(ctx, req)
+		if after != nil {
+			if herr := after(ctx, req); herr != nil {
+				return flushjob.Result{}, true, herr
+			}
+		}
+		return res, done, err
+	}
 	if before != nil {
 		before(req)
 	}
