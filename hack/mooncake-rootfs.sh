@@ -48,7 +48,15 @@ include=$(IFS=,; echo "python3,python3-pip,ca-certificates,${DEBS[*]}")
 log "debootstrap --variant=minbase ${SUITE} (${include}); about 3-5 minutes on two cores"
 start=${SECONDS}
 logfile="${DIR}.debootstrap.log"
-if ! debootstrap --variant=minbase --include="${include}" "${SUITE}" "${DIR}" "${MIRROR}" >"${logfile}" 2>&1; then
+# debootstrap's stages as progress lines; its whole log only when it fails (pipefail: the
+# pipeline fails when debootstrap does).
+bootstrap() {
+  debootstrap --variant=minbase --include="${include}" "${SUITE}" "${DIR}" "${MIRROR}" 2>&1 | tee "${logfile}" |
+    awk '/^I: Retrieving [a-z0-9]/ { if (++n % 40 == 0) { print "retrieved " n " packages"; fflush() } }
+         /^I: .*(\.\.\.|successfully\.)$/ && !/^I: (Extracting|Validating|Unpacking|Configuring) [^ ]+\.\.\.$/ { sub(/^I: /, ""); print; fflush() }' |
+    while read -r line; do log "debootstrap: ${line} ($((SECONDS - start))s)"; done
+}
+if ! bootstrap; then
   tail -n 30 "${logfile}" >&2
   die "debootstrap failed (log above; full log in ${logfile})"
 fi
