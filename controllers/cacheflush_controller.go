@@ -586,8 +586,9 @@ func (r *CacheFlushReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return reqs
 	})
 	// The spec is immutable: only a new flush bumps a generation. A flush's own status writes do
-	// not wake it, so a failing attempt is retried with the controller's backoff rather than at
-	// once; other flushes of its backend are woken by its changes.
+	// not wake it: each step says when to look again (the next attempt at status.nextAttemptTime,
+	// a claim at its expiry), its Jobs wake it when they change, and the other flushes of its
+	// backend are woken by its changes.
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&hicachev1alpha1.CacheFlush{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{}).
