@@ -41,6 +41,7 @@ type PoolName string
 // HiCacheDeploymentSpec is the desired state of a HiCacheDeployment.
 // +kubebuilder:validation:XValidation:rule="has(self.profile) || has(self.topology.attention)",message="set spec.profile to a built-in architecture (e.g. DeepSeekV4, Qwen3) or spec.topology.attention to describe the model"
 // +kubebuilder:validation:XValidation:rule="!has(self.hicache.hostMemoryMode) || self.hicache.hostMemoryMode != 'buffer_only' || has(self.storage)",message="spec.hicache.hostMemoryMode buffer_only keeps no KV in host memory and needs an L3 store: set spec.storage.backendRef"
+// +kubebuilder:validation:XValidation:rule="!has(self.topology.draft) || self.topology.draft.algorithm != 'DSPARK' || !has(self.topology.draft.packedLayers) || self.topology.draft.packedLayers == 0 || (has(self.topology.attention) ? self.topology.attention == 'DSV4' : (has(self.profile) && self.profile == 'DeepSeekV4'))",message="spec.topology.draft.packedLayers above 0 packs DSpark layers only into a DeepSeek-V4 (DSV4) target; on other models DSPARK is a sidecar draft: set packedLayers 0"
 // +kubebuilder:validation:XValidation:rule="!has(self.hicache.memLayout) || self.hicache.memLayout != 'layer_first' || !has(self.storage)",message="spec.hicache.memLayout layer_first is not supported with the Mooncake L3 store (SGLang would switch to a page_first layout): use page_first, or page_first_direct with ioBackend direct"
 type HiCacheDeploymentSpec struct {
 	// model is the served model.
@@ -98,6 +99,7 @@ type ModelSpec struct {
 	// path is the model path or hub id passed to --model-path.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.size() == 0 || self.trim().size() > 0",message="spec.model.path is blank: set the model directory or hub id SGLang loads"
 	// +required
 	Path string `json:"path"`
 
@@ -115,11 +117,13 @@ type ModelSpec struct {
 	Revision string `json:"revision,omitempty"`
 
 	// quantization is the weight quantization (--quantization), e.g. fp8.
-	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^[a-z0-9_-]*$`
 	// +optional
-	Quantization string `json:"quantization,omitempty"`
+	Quantization Quantization `json:"quantization,omitempty"`
 }
+
+// Quantization is SGLang's --quantization: its choices in SGLang 0.5.23.
+// +kubebuilder:validation:Enum=awq;fp8;mxfp8;gptq;gptq_marlin;awq_marlin;bitsandbytes;gguf;modelopt;modelopt_fp8;modelopt_fp4;nvfp4_online;modelopt_mixed;petit_nvfp4;w8a8_int8;w8a8_fp8;moe_wna16;w4afp8;mxfp4;auto-round;auto-round-int8;compressed-tensors;modelslim;mxfp_w4a8;quark;quark_int4fp8_moe;quark_mxfp4;mlx_q4;mlx_q8;unquant;humming
+type Quantization string
 
 // SGLangSpec is the SGLang server image.
 type SGLangSpec struct {
@@ -193,6 +197,9 @@ type TopologySpec struct {
 // +kubebuilder:validation:XValidation:rule="self.algorithm != 'NGRAM' || !has(self.modelPath)",message="spec.topology.draft.modelPath must be empty for NGRAM, which drafts from the prompt and needs no model"
 // +kubebuilder:validation:XValidation:rule="self.algorithm == 'NGRAM' || !has(self.packedLayers) || self.packedLayers != 0 || has(self.modelPath)",message="spec.topology.draft.modelPath is required with packedLayers 0: a sidecar draft runs its own checkpoint"
 // +kubebuilder:validation:XValidation:rule="!has(self.dsparkBlockSize) || self.algorithm == 'DSPARK'",message="spec.topology.draft.dsparkBlockSize only applies to the DSPARK algorithm"
+// +kubebuilder:validation:XValidation:rule="self.algorithm != 'NGRAM' || (!has(self.packedLayers) && !has(self.hostPool))",message="spec.topology.draft: NGRAM drafts from the prompt and keeps no draft KV: leave packedLayers and hostPool unset"
+// +kubebuilder:validation:XValidation:rule="!has(self.packedLayers) || self.packedLayers == 0 || self.algorithm in ['EAGLE', 'NEXTN', 'DSPARK']",message="spec.topology.draft.packedLayers above 0 packs MTP/NextN (EAGLE, NEXTN) or DeepSeek-V4 DSpark layers into the target's pools; this algorithm runs a separate draft model: set packedLayers 0 or leave it unset"
+// +kubebuilder:validation:XValidation:rule="!has(self.hostPool) || !has(self.packedLayers) || self.packedLayers == 0",message="spec.topology.draft.hostPool is for a sidecar draft (packedLayers 0): packed draft layers live in the target's pools"
 type DraftSpec struct {
 	// algorithm is SGLang's --speculative-algorithm.
 	// +required

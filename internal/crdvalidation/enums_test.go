@@ -72,6 +72,7 @@ func TestEnumsAreSGLangs(t *testing.T) {
 		{field: "spec.hicache.hostMemoryMode", flag: "--hicache-host-memory-mode"},
 		{field: "spec.hicache.prefetchPolicy", flag: "--hicache-storage-prefetch-policy"},
 		{field: "spec.hicache.mambaSSMDType", flag: "--mamba-ssm-dtype"},
+		{field: "spec.model.quantization", flag: "--quantization"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.field, func(t *testing.T) {

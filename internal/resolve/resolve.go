@@ -196,6 +196,7 @@ func topologyError(err error) error {
 	msg := strings.NewReplacer(
 		"set topology.draft.placement (and packedLayers or hostPoolKind and pools) explicitly",
 		"set spec.topology.draft.packedLayers explicitly (above 0: packed into the target's pools; 0: a sidecar draft, with spec.topology.draft.hostPool)",
+		"must be empty unless topology.draft.placement is Sidecar", "must be empty unless the draft is a sidecar (spec.topology.draft.packedLayers: 0)",
 		"topology.draft.hostPoolKind", "spec.topology.draft.hostPool",
 		"topology.draft.placement", "spec.topology.draft.packedLayers",
 		"Packed for", "packed layers for",
@@ -270,7 +271,7 @@ func Settings(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings, erro
 		KVCacheDType:    string(h.KVCacheDType),
 		HostMemLayout:   string(h.MemLayout),
 		MambaSSMDType:   h.MambaSSMDType,
-		Quantization:    spec.Model.Quantization,
+		Quantization:    string(spec.Model.Quantization),
 		SGLangVersion:   spec.SGLang.VersionLine,
 		PageSize:        int(h.PageSize),
 		HostMemoryMode:  string(h.HostMemoryMode),

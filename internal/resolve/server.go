@@ -36,7 +36,7 @@ func ServerConfig(hcd *hicachev1alpha1.HiCacheDeployment, r *Resolved, be *Backe
 		PageSize:          int(spec.HiCache.PageSize),
 		KVCacheDType:      string(spec.HiCache.KVCacheDType),
 		MambaSSMDType:     spec.HiCache.MambaSSMDType,
-		Quantization:      spec.Model.Quantization,
+		Quantization:      string(spec.Model.Quantization),
 		ExtraArgs:         spec.Template.ExtraArgs,
 	}
 	if t.DataParallel > 1 {
