@@ -370,6 +370,12 @@ func TestMooncakeImageMatchesDockerfile(t *testing.T) {
 	for _, cmd := range []string{"mooncake_master", "python3", "sh", "cat"} {
 		im.lookPath(t, cmd)
 	}
+	// The non-root user needs a temporary directory (Python's tempfile, the flush script).
+	if h := im.files["tmp"]; h == nil {
+		t.Error("the image has no /tmp")
+	} else if h.Typeflag != tar.TypeDir || h.Mode&0o7777 != 0o1777 {
+		t.Errorf("the image's /tmp has type %q and mode %o, want a directory with mode 1777", h.Typeflag, h.Mode&0o7777)
+	}
 	for _, mod := range []string{"mooncake/mooncake_store_service.py", "mooncake/store.so", "mooncake/mooncake_master"} {
 		if _, h := im.resolve(path.Join(sitePackages, mod)); h == nil {
 			t.Errorf("the image has no /%s (python3 -m mooncake.mooncake_store_service and the flush client need it)", path.Join(sitePackages, mod))
