@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -402,6 +403,56 @@ func TestFlushScriptFailures(t *testing.T) {
 			run := runFlush(t, tc.env...)
 			if run.exitCode != tc.wantCode || !strings.Contains(run.stderr, tc.wantMsg) {
 				t.Errorf("flush.py exited %d with %q; want exit %d and a message containing %q", run.exitCode, run.stderr, tc.wantCode, tc.wantMsg)
+			}
+		})
+	}
+}
+
+// flush.py's messages reach CacheFlush status: whatever the admin URL answers, they say what was
+// asked and what kind of answer came back, never what it said.
+func TestFlushScriptNeverQuotesTheAdminURLsAnswer(t *testing.T) {
+	m, _ := startMaster(t)
+	const secret = "XYZZY-token=0f9e8d7c6b5a"
+	answers := map[string]struct {
+		answer  http.HandlerFunc
+		wantMsg string
+	}{
+		"an error page": {
+			answer: func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(http.StatusInternalServerError)
+				fmt.Fprint(w, secret)
+			},
+			wantMsg: "HTTP 500",
+		},
+		"a redirect": {
+			answer: func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, "http://127.0.0.1:1/"+secret, http.StatusFound)
+			},
+			wantMsg: "HTTP 302",
+		},
+		"not HTTP": {
+			answer: func(w http.ResponseWriter, _ *http.Request) {
+				conn, buf, err := w.(http.Hijacker).Hijack()
+				if err != nil {
+					return
+				}
+				_, _ = buf.WriteString(secret + " " + secret + "\r\n\r\n")
+				_ = buf.Flush()
+				_ = conn.Close()
+			},
+			wantMsg: "not HTTP",
+		},
+	}
+	for name, tc := range answers {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(tc.answer)
+			defer srv.Close()
+			run := runFlush(t, "MOONCAKE_MASTER="+m.RPCAddr, "MOONCAKE_ADMIN_URL="+srv.URL, "MOONCAKE_FLUSH_PREFIX=x")
+			if run.exitCode != flushjob.ExitFailed || !strings.Contains(run.stderr, tc.wantMsg) || !strings.Contains(run.stderr, srv.URL) {
+				t.Errorf("flush.py exited %d with %q; want exit %d and a message naming the URL and %q", run.exitCode, run.stderr, flushjob.ExitFailed, tc.wantMsg)
+			}
+			if strings.Contains(run.stderr, "XYZZY") || strings.Contains(run.stderr, "0f9e8d7c6b5a") {
+				t.Errorf("flush.py quotes the admin URL's answer: %q", run.stderr)
 			}
 		})
 	}

@@ -29,6 +29,7 @@ remove_by_regex acts on the client's tenant. /get_all_keys lists the default ten
 """
 
 import argparse
+import http.client
 import json
 import os
 import select
@@ -218,22 +219,41 @@ def remove_prefix(args):
     return removed
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A master never redirects: a redirect is reported as its HTTP status, not followed."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_opener = urllib.request.build_opener(_NoRedirects)
+
+
 def count_left(admin_url, prefix, timeout):
-    """Streams /get_all_keys and counts the keys that start with prefix."""
+    """Streams /get_all_keys and counts the keys that start with prefix.
+
+    Failures name the URL and what happened, never what the server sent (its body, headers or a
+    line that is not HTTP): these messages reach the CacheFlush's status.
+    """
     url = admin_url.rstrip("/") + "/get_all_keys"
+    hint = "check MOONCAKE_ADMIN_URL (the master's --metrics_port)"
     left = 0
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with _opener.open(url, timeout=timeout) as resp:
             for raw in resp:
                 if raw.decode("utf-8", "replace").rstrip("\r\n").startswith(prefix):
                     left += 1
     except urllib.error.HTTPError as e:
-        body = e.read(300).decode("utf-8", "replace")
-        raise Failure("listing keys at %s failed: HTTP %d %s" % (url, e.code, body)) from None
+        raise Failure("listing keys at %s failed: HTTP %d; %s" % (url, e.code, hint)) from None
+    except http.client.RemoteDisconnected:
+        raise Failure("cannot list keys at %s: the server closed the connection without an HTTP answer; %s"
+                      % (url, hint)) from None
+    except http.client.HTTPException:
+        raise Failure("cannot list keys at %s: the answer is not HTTP; %s" % (url, hint)) from None
+    except urllib.error.URLError as e:
+        raise Failure("cannot list keys at %s: %s; %s" % (url, e.reason, hint)) from None
     except OSError as e:
-        raise Failure(
-            "cannot list keys at %s: %s; check MOONCAKE_ADMIN_URL (the master's --metrics_port)" % (url, e)
-        ) from None
+        raise Failure("cannot list keys at %s: %s; %s" % (url, e, hint)) from None
     return left
 
 
