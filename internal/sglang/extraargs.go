@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -283,25 +282,4 @@ func isDefault(a argspec.Argument, v string) bool {
 		return err == nil && f == d
 	}
 	return false
-}
-
-// RefusedSpellings are the option strings of every refused argument, sorted.
-func RefusedSpellings() ([]string, error) {
-	spec, err := argspec.Default()
-	if err != nil {
-		return nil, err
-	}
-	rules, err := ArgRules()
-	if err != nil {
-		return nil, err
-	}
-	set := map[string]bool{}
-	for _, a := range spec.Arguments() {
-		if r, ok := rules[a.Flags[0]]; ok && r.Class == ArgRefused {
-			for _, f := range a.Flags {
-				set[f] = true
-			}
-		}
-	}
-	return slices.Sorted(maps.Keys(set)), nil
 }

@@ -2,6 +2,7 @@ package sglang
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"sigs.k8s.io/yaml"
 
 	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
 )
@@ -31,7 +33,7 @@ func classificationProblems(spec *argspec.Spec, rules map[string]ArgRule) string
   <flag> refused <field>|- <reason> the spec has a field for it, the operator sets it, or the cache cannot
                                     stay correct with it (the reason completes "..., which <reason>")
   <flag> neutral                    it changes neither (scheduling, kernels, logging, HTTP)
-and, for a refused flag, add its spellings to the extraArgs CEL rule (make generate).
+and, for a refused flag, add its spellings to the map of the extraArgs CEL rule (make generate).
 `)
 	}
 	if len(stale) > 0 {
@@ -202,36 +204,78 @@ func TestRefusalsNameWhatToDo(t *testing.T) {
 	}
 }
 
-// The CRD refuses the refused spellings at kubectl apply: its extraArgs rule must list exactly
-// the option strings of every refused argument, with and without "=value".
+// The CRD refuses the refused spellings at kubectl apply: its extraArgs rule maps exactly the
+// option strings of every refused argument to what to do instead, and its message reads it.
 func TestTheCRDRefusesEveryRefusedSpelling(t *testing.T) {
-	crd, err := os.ReadFile("../../config/crd/bases/hicache.io_hicachedeployments.yaml")
+	data, err := os.ReadFile("../../config/crd/bases/hicache.io_hicachedeployments.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`a\.matches\('\^\(([^)]*)\)\(=\.\*\)\?\$'\)`).FindSubmatch(crd)
-	if m == nil {
-		t.Fatal("the HiCacheDeployment CRD has no extraArgs rule of the form a.matches('^(--a|--b)(=.*)?$')")
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema struct {
+						Properties map[string]struct {
+							Properties map[string]struct {
+								Properties map[string]struct {
+									Validations []struct {
+										Rule              string `json:"rule"`
+										MessageExpression string `json:"messageExpression"`
+									} `json:"x-kubernetes-validations"`
+								} `json:"properties"`
+							} `json:"properties"`
+						} `json:"properties"`
+					} `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
 	}
-	inCRD := strings.Split(string(m[1]), "|")
-	want, err := RefusedSpellings()
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	vals := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["template"].Properties["extraArgs"].Validations
+	if len(vals) != 1 {
+		t.Fatalf("spec.template.extraArgs has %d CEL rules, want 1", len(vals))
+	}
+	want := map[string]string{}
+	spec, err := argspec.Default()
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(inCRD)
-	if diff := cmp.Diff(want, inCRD); diff != "" {
-		t.Errorf("the CEL rule on spec.template.extraArgs (api/v1alpha1/hicachedeployment_types.go) and the refused flags of extra_args.txt differ (-refused +CEL); update the marker to\n%s\nand run make generate:\n%s",
-			strings.Join(want, "|"), diff)
+	rules, err := ArgRules()
+	if err != nil {
+		t.Fatal(err)
 	}
-	re := regexp.MustCompile(`^(` + string(m[1]) + `)(=.*)?$`)
-	for _, s := range []string{"--kv-cache-dtype", "--kv-cache-dtype=fp8_e4m3", "--tp-size=8", "--page-size"} {
-		if !re.MatchString(s) {
-			t.Errorf("the rule lets %s through", s)
+	for _, a := range spec.Arguments() {
+		r := rules[a.Flags[0]]
+		if r.Class != ArgRefused {
+			continue
+		}
+		what := "the operator sets it or the L3 cache cannot stay correct with it; remove it"
+		if r.Field != "" {
+			what = "set " + r.Field + " instead"
+		}
+		for _, f := range a.Flags {
+			want[f] = what
 		}
 	}
-	for _, s := range []string{"--dtype", "--kv-cache-dtype-x", "--log-level=debug", "fp8_e4m3"} {
-		if re.MatchString(s) {
-			t.Errorf("the rule refuses %s", s)
+	entry := regexp.MustCompile(`'(-[^']*)': '([^']*)'`)
+	for name, expr := range map[string]string{"rule": vals[0].Rule, "messageExpression": vals[0].MessageExpression} {
+		got := map[string]string{}
+		for _, m := range entry.FindAllStringSubmatch(expr, -1) {
+			got[m[1]] = m[2]
 		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			var lit []string
+			for _, f := range slices.Sorted(maps.Keys(want)) {
+				lit = append(lit, fmt.Sprintf("'%s': '%s'", f, want[f]))
+			}
+			t.Errorf("the map in the %s of spec.template.extraArgs (api/v1alpha1/hicachedeployment_types.go) and the refused flags of extra_args.txt differ (-refused +CEL); set the map to\n{%s}\nand run make generate:\n%s",
+				name, strings.Join(lit, ", "), diff)
+		}
+	}
+	if !strings.Contains(vals[0].Rule, "a.split('=')[0] in {") {
+		t.Errorf("the rule %q does not look the flag up with the text before =", vals[0].Rule)
 	}
 }

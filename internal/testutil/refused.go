@@ -188,9 +188,9 @@ func RefusedObjects() []RefusedObject {
 		hcd("model path too long", `model: {path: `+strings.Repeat("m", 600)+`}`, "spec.model.path: Too long: may not be more than 512"),
 		hcd("too many extra args", `template: {extraArgs: [`+strings.Repeat(`"--x",`, 70)+`"--y"]}`, "spec.template.extraArgs: Too many: 71: must have at most 64 items"),
 		hcd("a refused flag in extra args", `template: {extraArgs: ["--log-level", "debug", "--kv-cache-dtype", "fp8_e4m3"]}`,
-			"spec.template.extraArgs sets --kv-cache-dtype, which the spec has a field for, the operator sets, or the L3 cache cannot stay correct with"),
-		hcd("a refused flag=value in extra args", `template: {extraArgs: ["--tp-size=8"]}`, "spec.template.extraArgs sets --tp-size=8, which"),
-		hcd("a config file in extra args", `template: {extraArgs: ["--config", "/etc/sglang.yaml"]}`, "spec.template.extraArgs sets --config, which"),
+			"spec.template.extraArgs sets --kv-cache-dtype: set spec.hicache.kvCacheDType instead"),
+		hcd("a refused flag=value in extra args", `template: {extraArgs: ["--tp-size=8"]}`, "spec.template.extraArgs sets --tp-size=8: set spec.topology.tensorParallel instead"),
+		hcd("a config file in extra args", `template: {extraArgs: ["--config", "/etc/sglang.yaml"]}`, "spec.template.extraArgs sets --config: the operator sets it or the L3 cache cannot stay correct with it; remove it"),
 		{Name: "backend both managed and external", Want: "set exactly one of managed (the operator runs the master) or external", Doc: `
 apiVersion: hicache.io/v1alpha1
 kind: CacheBackend

@@ -68,7 +68,7 @@ func TestExtraArgsThatChangeTheLayoutGetTheirOwnNamespace(t *testing.T) {
 func TestRefusedExtraArgIsReportedAndCreatesNoPods(t *testing.T) {
 	ns, _ := namespaceWithBackend(t)
 	err := k8s.Create(context.Background(), qwen3Named(t, ns, "fp8", "--kv-cache-dtype", "fp8_e4m3"))
-	if err == nil || !strings.Contains(err.Error(), "spec.template.extraArgs sets --kv-cache-dtype") {
+	if err == nil || !strings.Contains(err.Error(), "spec.template.extraArgs sets --kv-cache-dtype: set spec.hicache.kvCacheDType instead") {
 		t.Fatalf("creating a deployment with --kv-cache-dtype in extraArgs: %v; want a refusal naming the flag", err)
 	}
 
