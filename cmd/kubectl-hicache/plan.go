@@ -188,7 +188,7 @@ func newPlanReport(it loaded, r *resolve.Resolved) (planReport, error) {
 	}
 	args, err := sglang.Args(cfg)
 	if err != nil {
-		return rep, err
+		return rep, resolve.SpecError(err)
 	}
 	rep.Command = append(sglang.Command(), args...)
 	return rep, nil

@@ -1,7 +1,9 @@
 package resolve
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
@@ -92,4 +94,38 @@ func ServerConfig(hcd *hicachev1alpha1.HiCacheDeployment, r *Resolved, be *Backe
 	cfg.HiCache.StorageBackend = "mooncake"
 	cfg.HiCache.ExtraConfig = extra
 	return cfg, mc, nil
+}
+
+// specFields names, in the renderer's messages, the spec fields its settings come from: the
+// renderer speaks of its own configuration (HiCache.MemLayout), a user writes the spec
+// (spec.hicache.memLayout). The rendered Mooncake extra config (HiCache.ExtraConfig) comes from
+// the CacheBackend and the layout, not from a field.
+var specFields = strings.NewReplacer(
+	"HiCache.Ratio", "spec.hicache.ratio",
+	"HiCache.SizeGB", "spec.hicache.sizeGB",
+	"HiCache.MemLayout", "spec.hicache.memLayout",
+	"HiCache.HostMemoryMode", "spec.hicache.hostMemoryMode",
+	"HiCache.WritePolicy", "spec.hicache.writePolicy",
+	"HiCache.ExtraConfig", "the rendered Mooncake extra config",
+	"needs IOBackend", "needs spec.hicache.ioBackend",
+	"needs a StorageBackend", "needs an L3 store (spec.storage)",
+	"without a StorageBackend", "without an L3 store (spec.storage)",
+	"Speculative.Algorithm", "spec.topology.draft.algorithm",
+	"Speculative.DSparkBlockSize", "spec.topology.draft.dsparkBlockSize",
+	"Speculative.NumSteps", "spec.topology.draft.numSteps",
+	"Speculative.EagleTopK", "spec.topology.draft.eagleTopK",
+	"Speculative.NumDraftTokens", "spec.topology.draft.numDraftTokens",
+	"ModelPath is empty", "spec.model.path is empty",
+	"EnableDPAttention needs DP", "spec.topology.dpAttention needs spec.topology.dataParallel",
+	"with EnableDPAttention, TP", "with spec.topology.dpAttention, spec.topology.tensorParallel",
+	"must be a multiple of DP", "must be a multiple of spec.topology.dataParallel",
+)
+
+// SpecError rewrites an error of the SGLang renderer (sglang.Args) so that it names the spec
+// fields a user writes instead of the renderer's settings.
+func SpecError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return errors.New(specFields.Replace(err.Error()))
 }

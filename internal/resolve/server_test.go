@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -312,4 +313,53 @@ func containsSeq(args []string, seq ...string) bool {
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// TestRendererErrorsNameSpecFields renders configurations the renderer refuses (the CRD refuses
+// them first, so a user meets these only when the two drift) and checks that the messages name
+// the spec fields, not the renderer's settings.
+func TestRendererErrorsNameSpecFields(t *testing.T) {
+	cases := map[string]struct {
+		cfg  sglang.ServerConfig
+		want []string
+	}{
+		"layout and io backend": {
+			cfg:  sglang.ServerConfig{ModelPath: "m", HiCache: &sglang.HiCache{MemLayout: "page_first_direct", IOBackend: "kernel"}},
+			want: []string{"spec.hicache.memLayout page_first_direct needs spec.hicache.ioBackend direct"},
+		},
+		"ratio and size": {
+			cfg:  sglang.ServerConfig{ModelPath: "m", HiCache: &sglang.HiCache{Ratio: 2, SizeGB: 10}},
+			want: []string{"spec.hicache.ratio and spec.hicache.sizeGB are both set"},
+		},
+		"buffer_only without a store": {
+			cfg:  sglang.ServerConfig{ModelPath: "m", HiCache: &sglang.HiCache{HostMemoryMode: "buffer_only", WritePolicy: "write_back"}},
+			want: []string{"spec.hicache.hostMemoryMode buffer_only needs an L3 store (spec.storage)", "spec.hicache.writePolicy write_back"},
+		},
+		"dp attention": {
+			cfg:  sglang.ServerConfig{ModelPath: "m", TP: 8, DP: 3, EnableDPAttention: true},
+			want: []string{"with spec.topology.dpAttention, spec.topology.tensorParallel (8) must be a multiple of spec.topology.dataParallel (3)"},
+		},
+		"draft": {
+			cfg:  sglang.ServerConfig{ModelPath: " ", Speculative: &sglang.Speculative{Algorithm: "EAGLE3", DSparkBlockSize: 4}},
+			want: []string{"spec.model.path is empty", "spec.topology.draft.dsparkBlockSize only applies"},
+		},
+	}
+	goField := regexp.MustCompile(`\b(HiCache|Speculative)\.[A-Z]|\bModelPath\b|EnableDPAttention|StorageBackend|IOBackend`)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := sglang.Args(tc.cfg)
+			if err == nil {
+				t.Fatal("the renderer accepted it")
+			}
+			msg := resolve.SpecError(err).Error()
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message lacks %q:\n%s", w, msg)
+				}
+			}
+			if m := goField.FindString(msg); m != "" {
+				t.Errorf("message names the renderer's %q:\n%s", m, msg)
+			}
+		})
+	}
 }
