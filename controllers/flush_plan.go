@@ -249,6 +249,10 @@ func startAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, holder, method 
 	}
 	msg := fmt.Sprintf("Attempt %d of %d is running (%s)", n, p.MaxAttempts, holder)
 	setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonRunning, msg, now)
+	if meta.IsStatusConditionTrue(st.Conditions, hicachev1alpha1.ConditionFailed) {
+		// The failure was the previous attempt's; the Events keep it.
+		setFlushCondition(cf, hicachev1alpha1.ConditionFailed, false, hicachev1alpha1.ReasonRunning, msg, now)
+	}
 	return flushEvent{Type: "Normal", Reason: "AttemptStarted", Action: "Flush", Message: msg}
 }
 
@@ -275,13 +279,14 @@ func recordAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, n int32, out a
 		}
 		return failAttempt(cf, p, n, out.Reason, fmt.Sprintf("Attempt %d failed: %v", n, out.Err), now)
 	}
+	leftBefore := st.KeysLeft // what an earlier attempt left
 	st.KeysLeft = 0
 	if out.Left != nil {
 		st.KeysLeft = *out.Left
 	}
 	if st.KeysLeft > 0 && force && cf.Spec.Scope != hicachev1alpha1.FlushScopeTenant {
 		// Something wrote the scope while it was flushed: tried once more, then final.
-		if c := meta.FindStatusCondition(st.Conditions, hicachev1alpha1.ConditionFailed); c == nil || c.Reason != hicachev1alpha1.ReasonKeysLeftRetrying {
+		if leftBefore == 0 {
 			if n < p.MaxAttempts {
 				return failAttempt(cf, p, n, hicachev1alpha1.ReasonKeysLeftRetrying,
 					fmt.Sprintf("%d objects of the scope are left after attempt %d; retrying once", st.KeysLeft, n), now)

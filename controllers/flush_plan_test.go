@@ -244,6 +244,9 @@ func TestAttemptLifecycle(t *testing.T) {
 			t.Fatalf("after attempt 1: Failed %s", r)
 		}
 		startAttempt(cf, testPolicy, "me", "Local", 2, ptr.To(int64(2)), at(20*time.Second))
+		if s, r, _ := condition(cf, "Failed"); s != "False" || r != "Running" {
+			t.Errorf("while attempt 2 runs: Failed %s %s, want False: the failure was attempt 1's", s, r)
+		}
 		recordAttempt(cf, testPolicy, 2, attemptOutcome{Removed: 2, Left: ptr.To(int64(1))}, true, at(20*time.Second))
 		if _, r, _ := condition(cf, "Failed"); r != "KeysLeft" || !finished(cf) || cf.Status.Removed != 12 {
 			t.Errorf("after attempt 2: Failed %s finished %v removed %d", r, finished(cf), cf.Status.Removed)

@@ -312,11 +312,9 @@ const (
 	flushFailed
 )
 
-// attemptRE finds the attempt a Failed message speaks of, as the operator words it.
-var (
-	attemptRE       = regexp.MustCompile(`(?i)attempt (\d+)`)
-	retriedPrefixRE = regexp.MustCompile(`^Attempt \d+ failed( and is retried)?: `)
-)
+// retriedPrefixRE is how the operator starts the message of a failed attempt, which the
+// progress line says in its own words.
+var retriedPrefixRE = regexp.MustCompile(`^Attempt \d+ failed( and is retried)?: `)
 
 // flushProgress says in one line where a CacheFlush stands, from its status alone.
 func flushProgress(cf *hicachev1alpha1.CacheFlush) (string, flushState) {
@@ -330,10 +328,9 @@ func flushProgress(cf *hicachev1alpha1.CacheFlush) (string, flushState) {
 		failed.Reason == hicachev1alpha1.ReasonAttemptsExhausted || failed.Reason == hicachev1alpha1.ReasonInvalidScope):
 		return "failed: " + lowerFirst(failed.Message), flushFailed
 	case failed != nil && failed.Status == metav1.ConditionTrue:
+		// The failed attempt is the last one started: the next has not started while Failed
+		// is True.
 		n := strconv.Itoa(int(st.Attempts))
-		if m := attemptRE.FindStringSubmatch(failed.Message); m != nil {
-			n = m[1]
-		}
 		switch failed.Reason {
 		case hicachev1alpha1.ReasonKeysLeftRetrying:
 			return fmt.Sprintf("attempt %s left %d objects, retrying", n, st.KeysLeft), flushPending
