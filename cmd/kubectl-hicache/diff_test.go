@@ -58,7 +58,7 @@ func TestDiff(t *testing.T) {
 			new:  edit(t, "qwen3").ExtraArgs("--dtype", "float16").Obj(),
 			kind: cache.Breaking,
 			contains: func(o, n string) []string {
-				return []string{"extra arg --dtype none → float16", o + " → " + n,
+				return []string{"extra arg --dtype auto → float16", o + " → " + n,
 					fmt.Sprintf("moves writers to namespace %s and flushes %s once nothing uses it", n, o)}
 			},
 		},
@@ -75,7 +75,7 @@ func TestDiff(t *testing.T) {
 			new:  edit(t, "qwen3").ExtraArgs("--log-level", "debug").Obj(),
 			kind: cache.Neutral,
 			contains: func(o, n string) []string {
-				return []string{"extra arg --log-level none → debug", "nothing to flush", n + " (unchanged)"}
+				return []string{"extra arg --log-level info → debug", "nothing to flush", n + " (unchanged)"}
 			},
 		},
 		"a chat template in extra args changes keys only": {

@@ -42,6 +42,10 @@ type Config struct {
 	Settings Settings          `json:"settings"`
 	Replicas int               `json:"replicas,omitempty"`
 	Other    map[string]string `json:"other,omitempty"`
+	// Defaults are the values settings take when a config leaves them out, by the name of
+	// the fact or change (e.g. "extra_arg.--dtype": "auto"); descriptions show them instead
+	// of "none". They decide nothing.
+	Defaults map[string]string `json:"defaults,omitempty"`
 }
 
 // FactChange is one difference between two configs.
@@ -140,6 +144,15 @@ func algName(a DraftAlgorithm) string { return orNone(string(a)) }
 // change that keeps the bytes, the caller's Other values — is Neutral.
 func Classify(old, new Config) Change {
 	of, nf := Facts(old.Topology, old.Settings), Facts(new.Topology, new.Settings)
+	// shown is a value as a user reads it: the default a config runs when it leaves it out.
+	shown := func(name, v string) string {
+		for _, d := range []string{v, old.Defaults[name], new.Defaults[name]} {
+			if d != "" {
+				return d
+			}
+		}
+		return "none"
+	}
 	c := Change{Kind: Neutral, OldNamespace: Namespace(of), NewNamespace: Namespace(nf)}
 	oa, na := old.Topology.Draft.Algorithm, new.Topology.Draft.Algorithm
 
@@ -153,7 +166,7 @@ func Classify(old, new Config) Change {
 		if n == FactDraftAlgorithm && layersChanged && of[FactDraftPackedLayers] != "" && nf[FactDraftPackedLayers] != "" {
 			continue // said together with the packed layers
 		}
-		desc := fmt.Sprintf("%s %s → %s", FactLabel(n), orNone(ov), orNone(nv))
+		desc := fmt.Sprintf("%s %s → %s", FactLabel(n), shown(n, ov), shown(n, nv))
 		switch n {
 		case FactDraftPackedLayers:
 			desc = fmt.Sprintf("packed draft layers %s → %s (%s → %s)", orZero(ov), orZero(nv), algName(oa), algName(na))
@@ -179,8 +192,9 @@ func Classify(old, new Config) Change {
 		if ov == nv {
 			continue
 		}
-		c.add(FactChange{Name: "extraArgs." + flag, Kind: Compatible, Old: ov, New: nv,
-			Description: fmt.Sprintf("extra arg %s %s → %s (requests hash to other keys; the bytes behind a key stay the same)", flag, orNone(ov), orNone(nv))})
+		name := "extraArgs." + flag
+		c.add(FactChange{Name: name, Kind: Compatible, Old: ov, New: nv,
+			Description: fmt.Sprintf("extra arg %s %s → %s (requests hash to other keys; the bytes behind a key stay the same)", flag, shown(name, ov), shown(name, nv))})
 	}
 	ot, nt := old.Topology, new.Topology
 
@@ -188,7 +202,7 @@ func Classify(old, new Config) Change {
 		if ov == nv {
 			return
 		}
-		d := fmt.Sprintf("%s %s → %s", label, orNone(ov), orNone(nv))
+		d := fmt.Sprintf("%s %s → %s", label, shown(name, ov), shown(name, nv))
 		if note != "" {
 			d += " (" + note + ")"
 		}

@@ -88,6 +88,20 @@ func TestClassify(t *testing.T) {
 				"data parallel 1 → 2", "DP attention false → true",
 			}},
 		},
+		"a layout flag in extra args is breaking, against its default": {
+			old: cfg(t, mk("Qwen3").TP(4), s),
+			new: func() Config {
+				c := cfg(t, mk("Qwen3").TP(4), sWith(func(s *Settings) { s.ExtraLayoutArgs = map[string]string{"--dtype": "float16"} }))
+				c.Defaults = map[string]string{FactExtraArgPrefix + "--dtype": "auto"}
+				return c
+			}(),
+			want: want{kind: Breaking, breaking: []string{"extra arg --dtype auto → float16"}},
+		},
+		"a key flag in extra args is compatible and keeps the namespace": {
+			old:  cfg(t, mk("Qwen3").TP(4), s),
+			new:  cfg(t, mk("Qwen3").TP(4), sWith(func(s *Settings) { s.ExtraKeyArgs = map[string]string{"--chat-template": "chatml"} })),
+			want: want{kind: Compatible, compatible: []string{"extra arg --chat-template none → chatml (requests hash to other keys; the bytes behind a key stay the same)"}, sameNamespace: true},
+		},
 		"replicas, ratio, policies and resources are neutral": {
 			old: Config{Topology: mk("GLM5").TP(8).Obj(t), Settings: s, Replicas: 1, Other: map[string]string{"resources": "8 GPUs"}},
 			new: Config{Topology: mk("GLM5").TP(8).Obj(t), Replicas: 3, Other: map[string]string{"resources": "8 GPUs, 2Ti memory"},

@@ -319,10 +319,20 @@ func (r *Resolved) Config(hcd *hicachev1alpha1.HiCacheDeployment) cache.Config {
 		other["resources"] = hcd.Spec.Resources.String()
 	}
 	// Extra arguments that change the layout or the keys are in the settings; the rest are
-	// neutral, one entry per flag.
+	// neutral, one entry per flag. Each is described against the release's default.
+	defaults := map[string]string{}
 	if extra, err := sglang.ClassifyExtraArgs(hcd.Spec.Template.ExtraArgs); err == nil {
 		for flag, v := range extra.Neutral {
 			other["extra arg "+flag] = v
+		}
+		for _, m := range []map[string]string{extra.Layout, extra.Keys, extra.Neutral} {
+			for flag := range m {
+				if d, ok := sglang.ArgDefault(flag); ok {
+					defaults[cache.FactExtraArgPrefix+flag] = d
+					defaults["extraArgs."+flag] = d
+					defaults["other.extra arg "+flag] = d
+				}
+			}
 		}
 	}
 	// The rest of the pod template changes no layout fact.
@@ -333,7 +343,7 @@ func (r *Resolved) Config(hcd *hicachev1alpha1.HiCacheDeployment) cache.Config {
 		b, _ := json.Marshal(t)
 		other["template"] = string(b)
 	}
-	return cache.Config{Topology: r.Topology, Settings: r.Settings, Replicas: r.Replicas, Other: other}
+	return cache.Config{Topology: r.Topology, Settings: r.Settings, Replicas: r.Replicas, Other: other, Defaults: defaults}
 }
 
 // DraftSummary is the draft in a few words, e.g. "DSPARK (packed, 3 layers)".

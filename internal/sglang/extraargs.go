@@ -263,6 +263,32 @@ func occurrenceValue(o argspec.Occurrence) string {
 	return "true"
 }
 
+// ArgDefault is the pinned release's default of a flag (any spelling) as the text a command line
+// would give it, when the release has a literal, non-null one.
+func ArgDefault(flag string) (string, bool) {
+	spec, err := argspec.Default()
+	if err != nil {
+		return "", false
+	}
+	a, ok := spec.Lookup(flag)
+	if !ok || len(a.Default) == 0 {
+		return "", false
+	}
+	var def any
+	if err := json.Unmarshal(a.Default, &def); err != nil {
+		return "", false
+	}
+	switch d := def.(type) {
+	case string:
+		return d, d != ""
+	case bool:
+		return strconv.FormatBool(d), true
+	case float64:
+		return strconv.FormatFloat(d, 'g', -1, 64), true
+	}
+	return "", false
+}
+
 // isDefault reports whether v is the release's literal default of a.
 func isDefault(a argspec.Argument, v string) bool {
 	if len(a.Default) == 0 {

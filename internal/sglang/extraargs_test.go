@@ -279,3 +279,13 @@ func TestTheCRDRefusesEveryRefusedSpelling(t *testing.T) {
 		t.Errorf("the rule %q does not look the flag up with the text before =", vals[0].Rule)
 	}
 }
+
+func TestArgDefault(t *testing.T) {
+	for flag, want := range map[string]string{"--dtype": "auto", "--log-level": "info", "--tensor-parallel-size": "1",
+		"--enable-deterministic-inference": "false", "--attention-backend": "", "--turbo": ""} {
+		got, ok := ArgDefault(flag)
+		if got != want || ok != (want != "") {
+			t.Errorf("ArgDefault(%s) = %q, %v; want %q", flag, got, ok, want)
+		}
+	}
+}
