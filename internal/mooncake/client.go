@@ -1,5 +1,5 @@
 // Package mooncake talks to the admin HTTP endpoint of a Mooncake master (mooncake_master
-// --metrics_port, 9003 by default): health, store summary, key listing and remove_all.
+// --metrics_port, 9003 by default): health, store summary, key listing, segments and remove_all.
 //
 // The shapes it expects were read from mooncake_master 0.3.13.post1; docs/compatibility.md
 // lists what that release offers. The master reports no version over HTTP.
@@ -44,6 +44,7 @@ const (
 	PathAllKeys      = "/get_all_keys"
 	PathRemoveAll    = "/api/v1/remove_all"
 	PathTenantQuotas = "/api/v1/tenant_quotas"
+	PathSegments     = "/get_segments_detail"
 )
 
 // mooncakeUnavailableInCurrentMode is Mooncake's ErrorCode UNAVAILABLE_IN_CURRENT_MODE.
@@ -167,6 +168,17 @@ func (c *Client) TenantQuotas(ctx context.Context) ([]TenantQuota, error) {
 	}
 	q, err := ParseTenantQuotas(body)
 	return q, withURL(err, u)
+}
+
+// Segments calls GET /get_segments_detail: the memory segments clients have mounted, with their
+// sizes. An SGLang rank with a global segment size mounts one segment.
+func (c *Client) Segments(ctx context.Context) ([]Segment, error) {
+	body, u, err := c.getJSON(ctx, PathSegments, maxJSONBody)
+	if err != nil {
+		return nil, err
+	}
+	s, err := ParseSegments(body)
+	return s, withURL(err, u)
 }
 
 // RemoveAllOptions select what RemoveAll removes.

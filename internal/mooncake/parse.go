@@ -170,6 +170,47 @@ func ParseTenantQuotas(body []byte) ([]TenantQuota, error) {
 	return raw.Data, nil
 }
 
+// Segment is one memory segment a client has mounted, from GET /get_segments_detail.
+type Segment struct {
+	// Name is the segment's name: the client's local hostname and port.
+	Name string `json:"segment_name"`
+	// SizeBytes is the memory the client lends to the store.
+	SizeBytes int64 `json:"size_bytes"`
+	// UsedBytes is the memory allocated to objects in it.
+	UsedBytes int64 `json:"allocator_used_bytes"`
+	// Protocol is the transfer protocol of the client (tcp, rdma).
+	Protocol string `json:"protocol"`
+	// Status is "OK" for a segment in service.
+	Status string `json:"status"`
+}
+
+// ParseSegments decodes the answer of GET /get_segments_detail:
+// {"total_segments":N,"segments":[{"segment_name":...,"size_bytes":...},...]}.
+func ParseSegments(body []byte) ([]Segment, error) {
+	var raw struct {
+		Total    *int      `json:"total_segments"`
+		Segments []Segment `json:"segments"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, &ProtocolError{Reason: "the segment listing is not the expected JSON object", Answer: describeAnswer(body), Err: err}
+	}
+	if raw.Total == nil {
+		return nil, &ProtocolError{Reason: `the segment listing has no "total_segments" field`, Answer: describeAnswer(body)}
+	}
+	if *raw.Total != len(raw.Segments) {
+		return nil, &ProtocolError{Reason: fmt.Sprintf("the segment listing counts %d segments but lists %d", *raw.Total, len(raw.Segments)), Answer: describeAnswer(body)}
+	}
+	for i, sg := range raw.Segments {
+		if sg.Name == "" || sg.SizeBytes < 0 {
+			return nil, &ProtocolError{Reason: fmt.Sprintf("segment %d has no name or a negative size", i), Answer: describeAnswer(body)}
+		}
+	}
+	if raw.Segments == nil {
+		raw.Segments = []Segment{}
+	}
+	return raw.Segments, nil
+}
+
 // parseErrorBody extracts the error code of Mooncake's JSON error shape, {"success":false,
 // "error_code":N,"error_message":"..."}; ok is also true for the simpler {"success":false,
 // "error":"..."} (code 0). The messages are not kept: they are the server's text.

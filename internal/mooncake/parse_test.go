@@ -295,6 +295,42 @@ func TestParseTenantQuotas(t *testing.T) {
 	}
 }
 
+func TestParseSegments(t *testing.T) {
+	tests := map[string]struct {
+		body    string
+		want    []Segment
+		wantErr bool
+	}{
+		"captured, one client segment": {
+			body: string(readTestdata(t, "segments_detail.json")),
+			want: []Segment{{Name: "127.0.0.1:12584", SizeBytes: 16 << 20, UsedBytes: 40960, Protocol: "tcp", Status: "OK"}},
+		},
+		"no segments":        {body: `{"total_segments":0,"segments":[]}`, want: []Segment{}},
+		"count disagrees":    {body: `{"total_segments":2,"segments":[{"segment_name":"a:1","size_bytes":1}]}`, wantErr: true},
+		"no count":           {body: `{"segments":[]}`, wantErr: true},
+		"segment lacks name": {body: `{"total_segments":1,"segments":[{"size_bytes":1}]}`, wantErr: true},
+		"captured 400 body":  {body: string(readTestdata(t, "segments_status_400.json")), wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseSegments([]byte(tc.body))
+			if tc.wantErr {
+				var pe *ProtocolError
+				if !errors.As(err, &pe) {
+					t.Fatalf("ParseSegments = %v, %v; want a *ProtocolError", got, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ParseSegments (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestParseErrorBody(t *testing.T) {
 	type result struct {
 		Code int
