@@ -199,6 +199,9 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 	}
 	resources.Requests[GPUResource] = gpus
 	resources.Limits[GPUResource] = gpus
+	if mc != nil {
+		addSegmentMemory(&resources, r.SegmentPerPod())
+	}
 
 	container := corev1.Container{
 		Name:      "sglang",
@@ -287,6 +290,24 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 		},
 	}
 	return sts, nil
+}
+
+// addSegmentMemory adds the memory the pod's ranks mount for the store (each rank its
+// spec.storage.globalSegmentSize) to the container's memory request, and to its memory limit
+// when one is set: spec.resources is what the server needs besides.
+func addSegmentMemory(res *corev1.ResourceRequirements, bytes int64) {
+	if bytes <= 0 {
+		return
+	}
+	add := func(list corev1.ResourceList) {
+		q := list[corev1.ResourceMemory].DeepCopy()
+		q.Add(*resource.NewQuantity(bytes, resource.BinarySI))
+		list[corev1.ResourceMemory] = q
+	}
+	add(res.Requests)
+	if _, ok := res.Limits[corev1.ResourceMemory]; ok {
+		add(res.Limits)
+	}
 }
 
 // templateHash is a short hash of a pod template, to tell groups that run it from those that

@@ -113,6 +113,60 @@ func TestBuildGroupKeepsUserResources(t *testing.T) {
 	}
 }
 
+// TestBuildGroupMemoryCoversTheSegment: every rank mounts spec.storage.globalSegmentSize of its
+// pod's memory for the store, so the pod asks for it on top of spec.resources.
+func TestBuildGroupMemoryCoversTheSegment(t *testing.T) {
+	cases := map[string]struct {
+		hcd         *hicachev1alpha1.HiCacheDeployment
+		wantRequest string // "" for no memory request
+		wantLimit   string // "" for no memory limit
+	}{
+		"TP4 lends 4 × 4Gi on top of the request": {
+			hcd: makeHCD("q").TP(4).Storage("mc").Segment("4Gi").Resources("16", "128Gi").Obj(), wantRequest: "144Gi",
+		},
+		"TP16 over two pods: 8 ranks × 16Gi per pod, request and limit": {
+			hcd:         withMemoryLimit(makeHCD("d").Profile("DeepSeekV4").TP(16).Storage("mc").Segment("16Gi").Resources("32", "64Gi").Obj(), "64Gi"),
+			wantRequest: "192Gi", wantLimit: "192Gi",
+		},
+		"no memory request: the segment is the request": {
+			hcd: makeHCD("q").TP(2).Storage("mc").Segment("1Gi").Obj(), wantRequest: "2Gi",
+		},
+		"a pure client lends nothing": {
+			hcd: makeHCD("q").TP(4).Storage("mc").Segment("0").Resources("16", "128Gi").Obj(), wantRequest: "128Gi",
+		},
+		"no storage": {
+			hcd: makeHCD("q").TP(4).Resources("16", "128Gi").Obj(), wantRequest: "128Gi",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			sts, err := buildGroup(tc.hcd, mustResolve(t, tc.hcd), testBackend(), 0, "img")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := sts.Spec.Template.Spec.Containers[0].Resources
+			for _, c := range []struct {
+				what string
+				list corev1.ResourceList
+				want string
+			}{{"request", res.Requests, tc.wantRequest}, {"limit", res.Limits, tc.wantLimit}} {
+				got, ok := c.list[corev1.ResourceMemory]
+				switch {
+				case c.want == "" && ok:
+					t.Errorf("memory %s = %s, want none", c.what, got.String())
+				case c.want != "" && (!ok || got.Cmp(resource.MustParse(c.want)) != 0):
+					t.Errorf("memory %s = %s, want %s", c.what, got.String(), c.want)
+				}
+			}
+		})
+	}
+}
+
+func withMemoryLimit(h *hicachev1alpha1.HiCacheDeployment, q string) *hicachev1alpha1.HiCacheDeployment {
+	h.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(q)}
+	return h
+}
+
 func TestBuildGroupEnv(t *testing.T) {
 	h := makeHCD("d").Profile("DeepSeekV4").TP(16).Storage("mooncake").Env("HF_HOME", "/models").Obj()
 	r := mustResolve(t, h)

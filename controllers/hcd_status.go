@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
@@ -174,6 +175,10 @@ func planStatus(res *resolve.Resolved) *hicachev1alpha1.PlanStatus {
 		Nodes:   int32(res.Nodes),
 		Writers: int32(res.Writers()),
 		Summary: truncate(res.Plan.Summary(), 1024),
+	}
+	if res.SegmentPerRank > 0 {
+		p.StoreMemoryPerRank = resource.NewQuantity(res.SegmentPerRank, resource.BinarySI)
+		p.StoreMemoryPerGroup = resource.NewQuantity(res.SegmentPerGroup(), resource.BinarySI)
 	}
 	for i, w := range res.Plan.Warnings {
 		if i == 16 {

@@ -8,7 +8,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
@@ -250,13 +252,15 @@ func TestComputeStatus(t *testing.T) {
 }
 
 func TestComputeStatusResolvedFields(t *testing.T) {
-	h := makeHCD("d").Profile("DeepSeekV4").TP(16).Draft("DSPARK").Storage("mooncake").Obj()
+	h := makeHCD("d").Profile("DeepSeekV4").TP(16).Draft("DSPARK").Storage("mooncake").Segment("16Gi").Obj()
 	r := mustResolve(t, h)
 	st := computeStatus(h, observation(t, h, "h"))
 	if st.Attention != hicachev1alpha1.AttentionDSV4 || st.Draft != "DSPARK (packed, 3 layers)" || st.Selector != LabelDeployment+"=d" {
 		t.Errorf("attention %s, draft %q, selector %q", st.Attention, st.Draft, st.Selector)
 	}
-	wantPlan := &hicachev1alpha1.PlanStatus{Ranks: 16, Nodes: 2, Writers: 1, Summary: r.Plan.Summary()}
+	// Each rank lends 16Gi; the group's 16 ranks 256Gi.
+	wantPlan := &hicachev1alpha1.PlanStatus{Ranks: 16, Nodes: 2, Writers: 1, Summary: r.Plan.Summary(),
+		StoreMemoryPerRank: ptr.To(resource.MustParse("16Gi")), StoreMemoryPerGroup: ptr.To(resource.MustParse("256Gi"))}
 	if diff := cmp.Diff(wantPlan, st.Plan); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
 	}

@@ -80,7 +80,9 @@ type HiCacheDeploymentSpec struct {
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// resources are the CPU and memory of each rank pod. GPUs are added from the topology.
+	// resources are the CPU and memory of each rank pod. GPUs are added from the topology, and the
+	// memory the pod's ranks lend to the store (spec.storage.globalSegmentSize each) is added to
+	// the memory request and limit.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
@@ -401,7 +403,10 @@ type StorageSpec struct {
 	Protocol TransferProtocol `json:"protocol,omitempty"`
 
 	// globalSegmentSize is the memory each rank lends to the store (0: a pure client, when the
-	// backend runs store pods).
+	// backend runs store pods); at least 16Mi otherwise, the least Mooncake mounts. SGLang divides
+	// the global_segment_size it is given by the attention-TP size × the PP size, so the operator
+	// renders this value times that product. The memory of each rank pod is requested on top of
+	// spec.resources (and added to a memory limit, if one is set).
 	// +optional
 	GlobalSegmentSize *resource.Quantity `json:"globalSegmentSize,omitempty"`
 }
@@ -664,6 +669,14 @@ type PlanStatus struct {
 	// writers is the number of ranks with at least one L3 write duty.
 	// +optional
 	Writers int32 `json:"writers,omitempty"`
+
+	// storeMemoryPerRank is the memory each rank lends to the L3 store (spec.storage.globalSegmentSize).
+	// +optional
+	StoreMemoryPerRank *resource.Quantity `json:"storeMemoryPerRank,omitempty"`
+
+	// storeMemoryPerGroup is the memory all ranks of one serving group lend to the L3 store.
+	// +optional
+	StoreMemoryPerGroup *resource.Quantity `json:"storeMemoryPerGroup,omitempty"`
 
 	// summary is the plan in one line, e.g. "TP0 writes kv, indexer; 7 followers: no duties
 	// (replicated)".

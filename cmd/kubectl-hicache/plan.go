@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/cache"
@@ -121,6 +122,42 @@ type storageInfo struct {
 	NamespaceStrategy string `json:"namespaceStrategy"`
 	FlushPolicy       string `json:"flushPolicy"`
 	Protocol          string `json:"protocol"`
+	// Memory is what the ranks lend to the store; nil when the spec cannot be resolved.
+	Memory *storeMemory `json:"memory,omitempty"`
+}
+
+// storeMemory is the memory the ranks of a deployment lend to the L3 store.
+type storeMemory struct {
+	// PerRank is spec.storage.globalSegmentSize, the segment each rank mounts (0: pure clients).
+	PerRank int64 `json:"perRank"`
+	// GlobalSegmentSize is what the operator renders: SGLang divides it by attention-TP × PP.
+	GlobalSegmentSize int64 `json:"globalSegmentSize"`
+	// PerPod is added to each rank pod's memory request; PerGroup is one serving group's total.
+	PerPod   int64 `json:"perPod"`
+	PerGroup int64 `json:"perGroup"`
+	// AttentionTP and PipelineParallel are SGLang's divisor.
+	AttentionTP      int `json:"attentionTP"`
+	PipelineParallel int `json:"pipelineParallel"`
+}
+
+func newStorageInfo(s *hicachev1alpha1.StorageSpec, r *resolve.Resolved) *storageInfo {
+	if s == nil {
+		return nil
+	}
+	info := &storageInfo{
+		Backend:           s.BackendRef.Name,
+		NamespaceStrategy: string(s.NamespaceStrategy),
+		FlushPolicy:       string(s.FlushPolicy),
+		Protocol:          string(s.Protocol),
+	}
+	if r != nil {
+		info.Memory = &storeMemory{
+			PerRank: r.SegmentPerRank, GlobalSegmentSize: r.GlobalSegmentSize,
+			PerPod: r.SegmentPerPod(), PerGroup: r.SegmentPerGroup(),
+			AttentionTP: r.Plan.AttentionTP, PipelineParallel: r.Plan.PipelineParallel,
+		}
+	}
+	return info
 }
 
 // layoutReport is the L3 layout: the facts, their fingerprint and the namespace.
@@ -171,14 +208,7 @@ func newPlanReport(it loaded, r *resolve.Resolved) (planReport, error) {
 	for _, w := range r.Plan.Warnings {
 		rep.Warnings = append(rep.Warnings, w.Message)
 	}
-	if s := spec.Storage; s != nil {
-		rep.Storage = &storageInfo{
-			Backend:           s.BackendRef.Name,
-			NamespaceStrategy: string(s.NamespaceStrategy),
-			FlushPolicy:       string(s.FlushPolicy),
-			Protocol:          string(s.Protocol),
-		}
-	}
+	rep.Storage = newStorageInfo(spec.Storage, r)
 	for _, name := range slices.Sorted(maps.Keys(r.Facts)) {
 		rep.Layout.Facts = append(rep.Layout.Facts, factReport{Name: name, Label: cache.FactLabel(name), Value: r.Facts[name]})
 	}
@@ -282,7 +312,18 @@ func writeStorageLine(w io.Writer, s *storageInfo) {
 	}
 	fmt.Fprintf(w, "L3 store:\tCacheBackend %s, namespace strategy %s, flush policy %s, protocol %s\n",
 		s.Backend, s.NamespaceStrategy, s.FlushPolicy, s.Protocol)
+	switch m := s.Memory; {
+	case m == nil:
+	case m.PerRank == 0:
+		fmt.Fprintf(w, "L3 memory:\tnone lent by the ranks (spec.storage.globalSegmentSize is 0 or unset): they are pure clients of the backend's store pods\n")
+	default:
+		fmt.Fprintf(w, "L3 memory:\teach rank lends %s (global_segment_size %s, which SGLang divides by attention-TP %d × PP %d); %s per pod, added to its memory request; %s per serving group\n",
+			bytesQ(m.PerRank), bytesQ(m.GlobalSegmentSize), m.AttentionTP, m.PipelineParallel, bytesQ(m.PerPod), bytesQ(m.PerGroup))
+	}
 }
+
+// bytesQ writes a byte count as a Kubernetes quantity, such as 16Gi.
+func bytesQ(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
 
 // writeCommand writes a command line one flag (with its value) per line.
 func writeCommand(w io.Writer, argv []string) {

@@ -241,10 +241,11 @@ func newStatusReport(obs *observation) statusReport {
 		rep.DesiredGroups = *h.Spec.Replicas
 	}
 	if s := h.Spec.Storage; s != nil {
-		rep.Storage = &storageInfo{
-			Backend: s.BackendRef.Name, NamespaceStrategy: string(s.NamespaceStrategy),
-			FlushPolicy: string(s.FlushPolicy), Protocol: string(s.Protocol),
+		var res *resolve.Resolved
+		if r, err := resolve.Resolve(h); err == nil {
+			res = r
 		}
+		rep.Storage = newStorageInfo(s, res)
 		rep.Backend = newBackendReport(s.BackendRef.Name, obs.backend)
 	}
 	rep.Duties = duties(h, obs.configMap)

@@ -41,7 +41,18 @@ type Resolved struct {
 	GPUs, Nodes, GPUsPerPod int
 	// Replicas is the number of serving groups.
 	Replicas int
+	// SegmentPerRank is the memory in bytes each rank lends to the L3 store
+	// (spec.storage.globalSegmentSize; 0 without storage or for a pure client), and
+	// GlobalSegmentSize the global_segment_size rendered for SGLang, which divides it by the
+	// attention-TP size × the PP size and mounts the share on each rank.
+	SegmentPerRank, GlobalSegmentSize int64
 }
+
+// SegmentPerPod is the memory the ranks of one pod lend to the store together.
+func (r *Resolved) SegmentPerPod() int64 { return r.SegmentPerRank * int64(r.GPUsPerPod) }
+
+// SegmentPerGroup is the memory all ranks of one serving group lend to the store together.
+func (r *Resolved) SegmentPerGroup() int64 { return r.SegmentPerRank * int64(r.GPUs) }
 
 // FieldError is a spec problem, named by its field.
 type FieldError struct {
@@ -113,6 +124,9 @@ func Resolve(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 	if err := r.shape(spec.Topology); err != nil {
 		return nil, err
 	}
+	if err := r.segment(spec.Storage); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -127,6 +141,28 @@ func checkFixedNamespace(ns string) error {
 		return &FieldError{Field: "spec.storage.namespace", Message: fmt.Sprintf(
 			"%q starts with %s, which is reserved for the namespaces the operator derives from layouts (namespaceStrategy LayoutHash); choose a name without that prefix", ns, cache.NamespacePrefixTag)}
 	}
+	return nil
+}
+
+// segment decides the memory each rank lends to the store and the global_segment_size that
+// makes SGLang mount it.
+func (r *Resolved) segment(st *hicachev1alpha1.StorageSpec) error {
+	if st == nil || st.GlobalSegmentSize == nil {
+		return nil
+	}
+	const field = "spec.storage.globalSegmentSize"
+	per := st.GlobalSegmentSize.Value()
+	switch {
+	case per < 0:
+		return &FieldError{Field: field, Message: fmt.Sprintf("%s is negative; use 0 for ranks that lend no memory (a backend with store pods) or the memory each rank lends", st.GlobalSegmentSize)}
+	case per > 0 && per < sglang.MinSegmentPerRank:
+		return &FieldError{Field: field, Message: fmt.Sprintf("%s is less than the 16Mi Mooncake mounts at least: each rank's setup would fail; use 0 (lend nothing) or at least 16Mi per rank", st.GlobalSegmentSize)}
+	}
+	global, err := sglang.GlobalSegmentSize(per, r.Plan.AttentionTP, r.Plan.PipelineParallel)
+	if err != nil {
+		return &FieldError{Field: field, Message: fmt.Sprintf("%s per rank is too large: %v", st.GlobalSegmentSize, err)}
+	}
+	r.SegmentPerRank, r.GlobalSegmentSize = per, global
 	return nil
 }
 

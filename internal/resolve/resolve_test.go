@@ -104,7 +104,12 @@ func TestResolveSamples(t *testing.T) {
 			if mc.ExtraBackendTag != r.Namespace {
 				t.Errorf("extra_backend_tag = %q, want the namespace %q", mc.ExtraBackendTag, r.Namespace)
 			}
-			if got, want := mc.GlobalSegmentSize, tc.segmentGiB<<30; got != want {
+			// The sample's globalSegmentSize is per rank; SGLang divides the rendered value by
+			// the attention-TP size × the PP size.
+			if got, want := r.SegmentPerRank, tc.segmentGiB<<30; got != want {
+				t.Errorf("SegmentPerRank = %d bytes, want %d", got, want)
+			}
+			if got, want := mc.GlobalSegmentSize, tc.segmentGiB<<30*int64(r.Plan.AttentionTP*r.Plan.PipelineParallel); got != want {
 				t.Errorf("GlobalSegmentSize = %d bytes, want %d", got, want)
 			}
 			if cfg.NNodes != max(r.Nodes, 1) && !(r.Nodes == 1 && cfg.NNodes == 0) {

@@ -83,9 +83,8 @@ func ServerConfig(hcd *hicachev1alpha1.HiCacheDeployment, r *Resolved, be *Backe
 		ExtraBackendTag:     r.Namespace,
 		MasterMetricsPort:   be.MetricsPort,
 		LocalHostname:       "$(POD_IP)",
-	}
-	if q := spec.Storage.GlobalSegmentSize; q != nil {
-		mc.GlobalSegmentSize = q.Value()
+		// spec.storage.globalSegmentSize is per rank; SGLang divides this by tp × pp.
+		GlobalSegmentSize: r.GlobalSegmentSize,
 	}
 	extra, err := sglang.MooncakeExtraConfig(*mc)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
@@ -91,14 +92,16 @@ func TestServerConfigStorage(t *testing.T) {
 			storage: true, backend: testBackend(), fixed: "team-a", wantMooncake: true, wantProtocol: "tcp",
 			wantNamespace: func(*resolve.Resolved) string { return "team-a" },
 		},
+		// spec.storage.globalSegmentSize is per rank; SGLang divides global_segment_size by
+		// tp_size × pp_size (4 here).
 		"segment size in bytes, rdma": {
 			storage: true, backend: testBackend(), protocol: "rdma", segment: "16Gi", wantMooncake: true,
-			wantSegment: 16 << 30, wantProtocol: "rdma",
+			wantSegment: 4 * 16 << 30, wantProtocol: "rdma",
 			wantNamespace: func(r *resolve.Resolved) string { return r.Namespace },
 		},
 		"decimal segment size": {
 			storage: true, backend: testBackend(), segment: "4G", wantMooncake: true,
-			wantSegment: 4_000_000_000, wantProtocol: "tcp",
+			wantSegment: 4 * 4_000_000_000, wantProtocol: "tcp",
 			wantNamespace: func(r *resolve.Resolved) string { return r.Namespace },
 		},
 	}
@@ -361,5 +364,75 @@ func TestRendererErrorsNameSpecFields(t *testing.T) {
 				t.Errorf("message names the renderer's %q:\n%s", m, msg)
 			}
 		})
+	}
+}
+
+// TestServerConfigSegmentPerRank: the memory spec.storage.globalSegmentSize names is what each
+// rank mounts. SGLang 0.5.23's MooncakeStore mounts global_segment_size // (tp_size × pp_size),
+// tp_size being the attention-TP size, so the operator renders the per-rank value times that.
+func TestServerConfigSegmentPerRank(t *testing.T) {
+	cases := map[string]struct {
+		build      func(b *testutil.HCDBuilder) *testutil.HCDBuilder
+		segment    string
+		wantGlobal int64
+		wantEnv    string
+	}{
+		"TP1":            {build: func(b *testutil.HCDBuilder) *testutil.HCDBuilder { return b }, segment: "4Gi", wantGlobal: 4 << 30, wantEnv: "4gb"},
+		"TP4":            {build: func(b *testutil.HCDBuilder) *testutil.HCDBuilder { return b.TP(4) }, segment: "4Gi", wantGlobal: 16 << 30, wantEnv: "16gb"},
+		"TP2 PP2":        {build: func(b *testutil.HCDBuilder) *testutil.HCDBuilder { return b.TP(2).PP(2) }, segment: "1Gi", wantGlobal: 4 << 30, wantEnv: "4gb"},
+		"TP16 two nodes": {build: func(b *testutil.HCDBuilder) *testutil.HCDBuilder { return b.Profile("DeepSeekV4").TP(16) }, segment: "32Mi", wantGlobal: 512 << 20, wantEnv: "536870912"},
+		// With DP attention SGLang's storage config counts the attention-TP size (tp / dp).
+		"TP8 DP4 attention": {build: func(b *testutil.HCDBuilder) *testutil.HCDBuilder {
+			return b.Profile("DeepSeekV3").TP(8).DP(4).DPAttention()
+		}, segment: "1Gi", wantGlobal: 2 << 30, wantEnv: "2gb"},
+		"pure client": {build: func(b *testutil.HCDBuilder) *testutil.HCDBuilder { return b.TP(8) }, segment: "0", wantGlobal: 0, wantEnv: "0"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := tc.build(makeHCD("seg").Storage("mc").Segment(tc.segment)).Obj()
+			r := mustResolve(t, h)
+			addr := ""
+			if r.Nodes > 1 {
+				addr = "leader:20102"
+			}
+			cfg, mc, err := resolve.ServerConfig(h, r, testBackend(), addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.HiCache.ExtraConfig["global_segment_size"]; got != tc.wantGlobal {
+				t.Errorf("global_segment_size = %v, want %d (spec %s per rank × attention-TP %d × PP %d)",
+					got, tc.wantGlobal, tc.segment, r.Plan.AttentionTP, r.Plan.PipelineParallel)
+			}
+			per := resource.MustParse(tc.segment)
+			if mounted := tc.wantGlobal / int64(r.Plan.AttentionTP*r.Plan.PipelineParallel); mounted != per.Value() {
+				t.Errorf("SGLang would mount %d bytes per rank, spec.storage.globalSegmentSize says %d", mounted, per.Value())
+			}
+			env, err := sglang.Env(*mc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range env {
+				if e.Name == "MOONCAKE_GLOBAL_SEGMENT_SIZE" && e.Value != tc.wantEnv {
+					t.Errorf("MOONCAKE_GLOBAL_SEGMENT_SIZE = %q, want %q (the same total as the extra config)", e.Value, tc.wantEnv)
+				}
+			}
+			if got := r.SegmentPerRank; got != per.Value() {
+				t.Errorf("SegmentPerRank = %d, want %d", got, per.Value())
+			}
+		})
+	}
+}
+
+// TestResolveRefusesASegmentMooncakeCannotMount: Mooncake's setup fails below 16Mi per rank.
+func TestResolveRefusesASegmentMooncakeCannotMount(t *testing.T) {
+	for _, q := range []string{"8Mi", "1", "-1Gi"} {
+		h := makeHCD("seg").TP(4).Storage("mc").Segment(q).Obj()
+		_, err := resolve.Resolve(h)
+		if err == nil || !strings.Contains(err.Error(), "spec.storage.globalSegmentSize") {
+			t.Errorf("segment %s: Resolve error %v, want one naming spec.storage.globalSegmentSize", q, err)
+		}
+	}
+	if _, err := resolve.Resolve(makeHCD("seg").TP(4).Storage("mc").Segment("16Mi").Obj()); err != nil {
+		t.Errorf("16Mi per rank: %v", err)
 	}
 }

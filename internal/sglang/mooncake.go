@@ -3,6 +3,7 @@ package sglang
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -33,8 +34,11 @@ type MooncakeConfig struct {
 	MasterServerAddress string
 	// MetadataServer defaults to DefaultMooncakeMetadataServer.
 	MetadataServer string
-	// GlobalSegmentSize is the DRAM in bytes this rank contributes to the
-	// store; 0 makes it a pure client of dedicated store pods.
+	// GlobalSegmentSize is the value of global_segment_size: the DRAM in
+	// bytes of all the ranks of one server together. The release divides it
+	// by tp_size × pp_size and each rank mounts its share (see
+	// GlobalSegmentSize); 0 makes every rank a pure client of dedicated
+	// store pods.
 	GlobalSegmentSize int64
 	// Protocol is tcp (default) or rdma.
 	Protocol string
@@ -96,6 +100,26 @@ func (m MooncakeConfig) validate() error {
 		errs = append(errs, fmt.Errorf("TPLCMSize is %d; use 0 to leave it unset", m.TPLCMSize))
 	}
 	return errors.Join(errs...)
+}
+
+// MinSegmentPerRank is the smallest segment Mooncake mounts: a client with
+// less fails its setup ("Total size must be at least 16777216").
+const MinSegmentPerRank = int64(16) << 20
+
+// GlobalSegmentSize returns the global_segment_size that makes every rank of
+// a server mount perRank bytes. The release's MooncakeStore mounts
+// global_segment_size // (tp_size × pp_size) per rank, where tp_size is the
+// attention-TP size (tp / dp with DP attention), as its storage config counts
+// it. It refuses a product that does not fit in 64 bits.
+func GlobalSegmentSize(perRank int64, attentionTP, pp int) (int64, error) {
+	if perRank < 0 || attentionTP < 1 || pp < 1 {
+		return 0, fmt.Errorf("a segment of %d bytes per rank at attention-TP %d × PP %d is not a size", perRank, attentionTP, pp)
+	}
+	ranks := int64(attentionTP) * int64(pp)
+	if perRank > math.MaxInt64/ranks {
+		return 0, fmt.Errorf("a segment of %d bytes per rank times %d ranks does not fit in 64 bits", perRank, ranks)
+	}
+	return perRank * ranks, nil
 }
 
 // MooncakeExtraConfig builds the value of HiCache.ExtraConfig for the

@@ -1,6 +1,7 @@
 package sglang
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -120,6 +121,38 @@ func TestEnv(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("env (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestGlobalSegmentSize(t *testing.T) {
+	tests := map[string]struct {
+		perRank    int64
+		attnTP, pp int
+		want       int64
+		wantErr    bool
+	}{
+		// SGLang 0.5.23 mounts global_segment_size // (tp_size × pp_size) on each rank.
+		"TP4: 4 GiB per rank renders 16 GiB": {perRank: 4 << 30, attnTP: 4, pp: 1, want: 16 << 30},
+		"TP2 PP2":                            {perRank: 1 << 30, attnTP: 2, pp: 2, want: 4 << 30},
+		"TP16 DeepSeek-V4":                   {perRank: 32 << 20, attnTP: 16, pp: 1, want: 512 << 20},
+		"single rank":                        {perRank: 123, attnTP: 1, pp: 1, want: 123},
+		"pure client":                        {perRank: 0, attnTP: 8, pp: 2, want: 0},
+		"overflow":                           {perRank: math.MaxInt64 / 2, attnTP: 4, pp: 1, wantErr: true},
+		"no ranks":                           {perRank: 1, attnTP: 0, pp: 1, wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := GlobalSegmentSize(tc.perRank, tc.attnTP, tc.pp)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("GlobalSegmentSize = %d, %v; want error %v", got, err, tc.wantErr)
+			}
+			if !tc.wantErr && got != tc.want {
+				t.Errorf("GlobalSegmentSize = %d, want %d", got, tc.want)
+			}
+			if !tc.wantErr && tc.perRank > 0 && got/int64(tc.attnTP*tc.pp) != tc.perRank {
+				t.Errorf("SGLang would mount %d bytes per rank, want %d", got/int64(tc.attnTP*tc.pp), tc.perRank)
 			}
 		})
 	}
