@@ -62,6 +62,17 @@ func TestEveryArgumentIsClassified(t *testing.T) {
 	}
 	t.Logf("sglang %s: %d arguments: %d layout, %d keys, %d refused, %d neutral", spec.Version(), len(spec.Arguments()),
 		counts[ArgLayout], counts[ArgKeys], counts[ArgRefused], counts[ArgNeutral])
+
+	// The compatibility page's table says the same counts.
+	doc, err := os.ReadFile("../../docs/compatibility.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []ArgClass{ArgLayout, ArgKeys, ArgRefused, ArgNeutral} {
+		if row := fmt.Sprintf("| `%s` | %d |", c, counts[c]); !strings.Contains(string(doc), row) {
+			t.Errorf("docs/compatibility.md lacks the row %q: update its table of extra-argument classes", row)
+		}
+	}
 }
 
 // A release with an argument nobody classified fails, naming the flag and how to classify it.
