@@ -151,6 +151,11 @@ func TestDefaults(t *testing.T) {
 	if c.ImagePullPolicy != corev1.PullIfNotPresent {
 		t.Errorf("imagePullPolicy %q, want IfNotPresent", c.ImagePullPolicy)
 	}
+	// Each replica claims the flushes it runs under its own name.
+	if i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_NAME" }); i < 0 ||
+		c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil || c.Env[i].ValueFrom.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("env %+v: want POD_NAME from metadata.name, the manager's identity in flush claims", c.Env)
+	}
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
 		t.Errorf("replicas %s, want 1", show(d.Spec.Replicas, func(n *int32) any { return *n }))
 	}
