@@ -377,10 +377,21 @@ func restrictedSecurity() (*corev1.PodSecurityContext, *corev1.SecurityContext) 
 		}
 }
 
+// backendPlacement is the nodeSelector and tolerations of every pod the operator runs for a
+// backend (spec.placement): its master, its store pods and its flush Jobs.
+func backendPlacement(cb *hicachev1alpha1.CacheBackend) (map[string]string, []corev1.Toleration) {
+	p := cb.Spec.Placement
+	if p == nil {
+		return nil, nil
+	}
+	return p.NodeSelector, p.Tolerations
+}
+
 func buildMasterDeployment(cb *hicachev1alpha1.CacheBackend, image string) *appsv1.Deployment {
 	m := cb.Spec.Mooncake.Managed
 	labels := backendLabels(cb, "master")
 	podSec, sec := restrictedSecurity()
+	nodeSelector, tolerations := backendPlacement(cb)
 	probe := func(initial int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("admin")}},
@@ -400,6 +411,8 @@ func buildMasterDeployment(cb *hicachev1alpha1.CacheBackend, image string) *apps
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					SecurityContext: podSec,
+					NodeSelector:    nodeSelector,
+					Tolerations:     tolerations,
 					Containers: []corev1.Container{{
 						Name:    "master",
 						Image:   image,
@@ -427,6 +440,7 @@ func buildStoreDeployment(cb *hicachev1alpha1.CacheBackend, image string) *appsv
 	s := m.Store
 	labels := backendLabels(cb, "store")
 	podSec, sec := restrictedSecurity()
+	nodeSelector, tolerations := backendPlacement(cb)
 	replicas := int32(1)
 	if s.Replicas != nil {
 		replicas = *s.Replicas
@@ -442,6 +456,8 @@ func buildStoreDeployment(cb *hicachev1alpha1.CacheBackend, image string) *appsv
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					SecurityContext: podSec,
+					NodeSelector:    nodeSelector,
+					Tolerations:     tolerations,
 					Containers: []corev1.Container{{
 						Name:    "store",
 						Image:   image,

@@ -327,3 +327,49 @@ func TestExplicitPort(t *testing.T) {
 		}
 	}
 }
+
+// Every pod the operator runs for a backend goes where spec.placement says: the master, the
+// store pods and the flush Jobs (for an external master too); without it, nothing is pinned.
+func TestBackendPlacement(t *testing.T) {
+	placement := &hicachev1alpha1.BackendPlacement{
+		NodeSelector: map[string]string{"node-role": "system"},
+		Tolerations:  []corev1.Toleration{{Key: "system-only", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+	}
+	external := &hicachev1alpha1.CacheBackend{
+		ObjectMeta: metav1.ObjectMeta{Name: "ext", Namespace: "default"},
+		Spec: hicachev1alpha1.CacheBackendSpec{Type: hicachev1alpha1.BackendMooncake, Mooncake: &hicachev1alpha1.MooncakeSpec{
+			External: &hicachev1alpha1.ExternalMooncake{RPCAddress: "m:50051", AdminURL: "http://m:9003"}}},
+	}
+	pods := map[string]func(cb *hicachev1alpha1.CacheBackend) corev1.PodSpec{
+		"master": func(cb *hicachev1alpha1.CacheBackend) corev1.PodSpec {
+			return buildMasterDeployment(cb, "img").Spec.Template.Spec
+		},
+		"store": func(cb *hicachev1alpha1.CacheBackend) corev1.PodSpec {
+			return buildStoreDeployment(cb, "img").Spec.Template.Spec
+		},
+		"flush job": func(cb *hicachev1alpha1.CacheBackend) corev1.PodSpec {
+			return buildFlushJob(NamespaceFlushRequest{Flush: testFlush("f", hicachev1alpha1.FlushScopeNamespace), Backend: cb, Prefix: "hc-1_", Image: "img", Attempt: 1}).Spec.Template.Spec
+		},
+		"flush job of an external master": func(*hicachev1alpha1.CacheBackend) corev1.PodSpec {
+			cb := external.DeepCopy()
+			cb.Spec.Placement = placement.DeepCopy()
+			return buildFlushJob(NamespaceFlushRequest{Flush: testFlush("f", hicachev1alpha1.FlushScopeNamespace), Backend: cb, Prefix: "hc-1_", Image: "img", Attempt: 1}).Spec.Template.Spec
+		},
+	}
+	for name, build := range pods {
+		t.Run(name, func(t *testing.T) {
+			cb := withStore(managedBackend("mc"))
+			if unpinned := build(cb); name != "flush job of an external master" && (unpinned.NodeSelector != nil || unpinned.Tolerations != nil) {
+				t.Errorf("without spec.placement: nodeSelector %v, tolerations %v; want neither", unpinned.NodeSelector, unpinned.Tolerations)
+			}
+			cb.Spec.Placement = placement.DeepCopy()
+			got := build(cb)
+			if diff := cmp.Diff(placement.NodeSelector, got.NodeSelector); diff != "" {
+				t.Errorf("nodeSelector (-spec.placement +pod):\n%s", diff)
+			}
+			if diff := cmp.Diff(placement.Tolerations, got.Tolerations); diff != "" {
+				t.Errorf("tolerations (-spec.placement +pod):\n%s", diff)
+			}
+		})
+	}
+}

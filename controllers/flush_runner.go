@@ -74,6 +74,8 @@ func buildFlushJob(req NamespaceFlushRequest) *batchv1.Job {
 		LabelBackend:                   req.Backend.Name,
 	}
 	podSec, sec := restrictedSecurity()
+	// The flush pod goes where the backend's own pods go: it is one of them.
+	nodeSelector, tolerations := backendPlacement(req.Backend)
 	deadline := int64(req.Deadline / time.Second)
 	if deadline <= 0 {
 		deadline = int64(defaultFlushPolicy.AttemptTimeout / time.Second)
@@ -95,6 +97,8 @@ func buildFlushJob(req NamespaceFlushRequest) *batchv1.Job {
 				Spec: corev1.PodSpec{
 					RestartPolicy:   corev1.RestartPolicyNever,
 					SecurityContext: podSec,
+					NodeSelector:    nodeSelector,
+					Tolerations:     tolerations,
 					Containers: []corev1.Container{{
 						Name:  "flush",
 						Image: req.Image,

@@ -24,6 +24,26 @@ type CacheBackendSpec struct {
 	// mooncake configures a Mooncake store.
 	// +optional
 	Mooncake *MooncakeSpec `json:"mooncake,omitempty"`
+
+	// placement says where the pods the operator runs for this backend are scheduled: the
+	// managed master and store pods, and the Jobs that flush one of the store's namespaces (for
+	// an external master too). Empty means wherever the scheduler puts them.
+	// +optional
+	Placement *BackendPlacement `json:"placement,omitempty"`
+}
+
+// BackendPlacement is the scheduling of a backend's pods (not of the SGLang ranks that use it).
+type BackendPlacement struct {
+	// nodeSelector of the master, store and flush pods.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations of the master, store and flush pods.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 }
 
 // MooncakeSpec is a Mooncake store: one the operator runs (managed) or one that exists (external).
