@@ -115,6 +115,11 @@ func newBuilder(force bool, mirror string) (*builder, error) {
 	if err := os.MkdirAll(out, 0o750); err != nil {
 		return nil, err
 	}
+	// /proc/mounts names mount points by their real path: a bin/ reached through a symlink
+	// must be resolved, or a stage with proc still mounted would look unmounted.
+	if out, err = filepath.EvalSymlinks(out); err != nil {
+		return nil, err
+	}
 	return &builder{root: root, out: out, force: force, mirror: mirror, goVersion: strings.TrimSpace(string(gv))}, nil
 }
 
