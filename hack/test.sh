@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The project's test command (make test). On a fresh machine it first installs what the tests
-# use: the control plane, kwok and helm built from source (hack/tools.sh), the Mooncake
-# master and Python client (hack/mooncake.sh), and the local images (make images: the operator,
-# Mooncake and pause tarballs in bin/images). Each skips work already done.
+# use: the real node's Debian packages (hack/node-packages.sh), the control plane, the real
+# node's kubelet, kube-proxy and CoreDNS, kwok and helm built from source (hack/tools.sh), the
+# Mooncake master and Python client (hack/mooncake.sh), and the local images (make images: the
+# operator, Mooncake and pause tarballs in bin/images). Each skips work already done.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${ROOT}"
 
 start=$SECONDS
+echo "test: installing the real node's packages (skipped when present)"
+hack/node-packages.sh
 echo "test: building the toolchain (cached after the first run)"
 hack/tools.sh
 echo "test: installing the Mooncake master and client (cached after the first run)"
