@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the pinned toolchain into bin/ from the Go module proxy: the local control plane
-# (kube-apiserver, kube-controller-manager, kube-scheduler, etcd), kwok, helm and controller-gen.
+# (kube-apiserver, kube-controller-manager, kube-scheduler, etcd), the real node's kubelet,
+# kube-proxy and CoreDNS, kubectl, kwok, helm and controller-gen.
 # A tool already built at the pinned version is skipped, so a second run takes seconds.
 #
 #   hack/tools.sh              build everything
@@ -29,7 +30,7 @@ build() {
     return
   fi
   case "${name}" in
-    kube-*) log "${name} ${version}: building from source (the first build of the control plane takes 10-20 minutes on two cores; later runs reuse Go's build cache)" ;;
+    kube-*|kubelet|kubectl) log "${name} ${version}: building from source (the first build of the control plane takes 10-20 minutes on two cores; later runs reuse Go's build cache)" ;;
     *) log "${name} ${version}: building" ;;
   esac
   local start=$SECONDS
@@ -43,8 +44,13 @@ KUBE_LDFLAGS="-X k8s.io/component-base/version.gitVersion=${KUBE_VERSION} -X k8s
 
 tool() {
   case "$1" in
-    kube-apiserver|kube-controller-manager|kube-scheduler)
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl)
       build "$1" "${TOOLS}/kube" "k8s.io/kubernetes/cmd/$1" "${KUBE_VERSION}" "${KUBE_LDFLAGS}" ;;
+    coredns)
+      # hack/tools/coredns/main.go: CoreDNS with only the plugins the local cluster uses; the
+      # stamp also names main.go's content, so a change of the plugin list rebuilds it.
+      local v; v=$(version_of "${TOOLS}/coredns" github.com/coredns/coredns)
+      build coredns "${TOOLS}/coredns" . "${v}+$(sha256sum "${TOOLS}/coredns/main.go" | cut -c1-12)" ;;
     etcd)
       local v; v=$(version_of "${TOOLS}/etcd" go.etcd.io/etcd/server/v3)
       build etcd "${TOOLS}/etcd" go.etcd.io/etcd/server/v3 "${v}" "-X go.etcd.io/etcd/api/v3/version.GitSHA=${v}" ;;
@@ -63,5 +69,6 @@ tool() {
   esac
 }
 
-ALL=(controller-gen golangci-lint crd-ref-docs etcd kwok helm kube-apiserver kube-controller-manager kube-scheduler)
+ALL=(controller-gen golangci-lint crd-ref-docs etcd kwok helm kube-apiserver kube-controller-manager kube-scheduler
+     kubelet kube-proxy kubectl coredns)
 for t in "${@:-${ALL[@]}}"; do tool "$t"; done
