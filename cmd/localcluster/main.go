@@ -62,28 +62,40 @@ func newRoot() *cobra.Command {
 
 func newUp(st func() state) *cobra.Command {
 	var (
-		nodes   int
-		gpus    int64
-		crdDirs []string
-		timeout time.Duration
+		nodes     int
+		gpus      int64
+		crdDirs   []string
+		timeout   time.Duration
+		realNode  bool
+		nodeName  string
+		imageDir  string
+		imageTars []string
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Start the cluster and keep it running until SIGTERM or SIGINT",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return up(cmd.Context(), st(), localcluster.Options{
+			opts := localcluster.Options{
 				CRDDirectoryPaths: crdDirs,
 				Nodes:             localcluster.GPUNodes(nodes, gpus),
 				Timeout:           timeout,
 				Progress:          cmd.ErrOrStderr(),
-			})
+			}
+			if realNode {
+				opts.RealNode = &localcluster.RealNodeOptions{Name: nodeName, ImageDir: imageDir, Images: imageTars}
+			}
+			return up(cmd.Context(), st(), opts)
 		},
 	}
 	cmd.Flags().IntVar(&nodes, "nodes", 4, "number of fake GPU nodes")
 	cmd.Flags().Int64Var(&gpus, "gpus", 8, "nvidia.com/gpu per node")
 	cmd.Flags().StringArrayVar(&crdDirs, "crd-dir", nil, "directory of CRDs to install (repeatable)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long the start may take")
+	cmd.Flags().BoolVar(&realNode, "real-node", false, "also start one real node (kubelet, containerd, kube-proxy, CoreDNS; needs root)")
+	cmd.Flags().StringVar(&nodeName, "real-node-name", localcluster.RealNodeName, "name of the real node")
+	cmd.Flags().StringVar(&imageDir, "image-dir", "", "directory of image tarballs (*.tar) to import into the real node (default bin/images)")
+	cmd.Flags().StringArrayVar(&imageTars, "image", nil, "another image tarball to import into the real node (repeatable)")
 	return cmd
 }
 
@@ -167,16 +179,16 @@ func down(out io.Writer, st state, grace time.Duration) error {
 	return cleanup(st)
 }
 
-// cleanup kills whatever still runs from the cluster directory (after a killed `up`) and
-// removes the cluster's data, keeping the log of `up` itself.
+// cleanup kills whatever still runs from the cluster directory (after a killed `up`), tears
+// down its real node and removes the cluster's data, keeping the log of `up` itself.
 func cleanup(st state) error {
 	if _, err := os.Stat(st.clusterDir()); err == nil {
 		dir, err := filepath.Abs(st.clusterDir())
 		if err != nil {
 			return err
 		}
-		if err := localcluster.KillProcessesUsing(dir); err != nil {
-			return fmt.Errorf("kill the processes left from %s: %w", dir, err)
+		if err := localcluster.Reap(dir); err != nil {
+			return fmt.Errorf("clean up what the last run left in %s: %w", dir, err)
 		}
 		for range 50 {
 			if pids, _ := localcluster.ProcessesUsing(dir); len(pids) == 0 {

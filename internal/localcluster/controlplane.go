@@ -121,6 +121,11 @@ func (c *Cluster) newEnvironment(paths binPaths, opts Options, etcdLog, apiLog *
 	api.SecureServing.Address = "127.0.0.1"
 	api.Out, api.Err = apiLog, apiLog
 	api.Configure().Set("service-cluster-ip-range", serviceCIDR)
+	if c.real != nil {
+		if err := c.real.configureAPIServer(api); err != nil {
+			return nil, fmt.Errorf("configure the API server for the real node: %w", err)
+		}
+	}
 	return env, nil
 }
 
@@ -151,19 +156,24 @@ func (c *Cluster) startNodeSide(ctx context.Context, paths binPaths, specs []Nod
 	}
 
 	saKey := filepath.Join(c.env.ControlPlane.GetAPIServer().CertDir, "sa-signer.key")
+	kcm := []string{
+		"--use-service-account-credentials=false",
+		"--controllers=*",
+		"--service-account-private-key-file=" + saKey,
+		"--cluster-name=" + clusterName,
+		// The default 20 QPS slows down garbage collection and StatefulSets of many pods.
+		"--kube-api-qps=200",
+		"--kube-api-burst=400",
+	}
+	if c.real != nil {
+		// Published to every namespace as kube-root-ca.crt, which pods' token volumes carry.
+		kcm = append(kcm, "--root-ca-file="+c.real.layout.pki("ca.crt"))
+	}
 	servers := []struct {
 		name  string
 		extra []string
 	}{
-		{"kube-controller-manager", []string{
-			"--use-service-account-credentials=false",
-			"--controllers=*",
-			"--service-account-private-key-file=" + saKey,
-			"--cluster-name=" + clusterName,
-			// The default 20 QPS slows down garbage collection and StatefulSets of many pods.
-			"--kube-api-qps=200",
-			"--kube-api-burst=400",
-		}},
+		{"kube-controller-manager", kcm},
 		{"kube-scheduler", nil},
 	}
 	var (

@@ -20,8 +20,60 @@
 //	k8s, err := client.New(c.Config(), client.Options{Scheme: scheme})
 //
 // The fake nodes have no taints, so pods need no toleration; they request nvidia.com/gpu
-// as on a real cluster. (*Cluster).FailPod makes a pod fail. envtest's API server runs
-// without the ServiceAccount admission plugin, so pods get no token volume.
+// as on a real cluster. (*Cluster).FailPod makes a pod fail. Without a real node, envtest's
+// API server runs without the ServiceAccount admission plugin, so pods get no token volume.
+//
+// # The real node
+//
+// With Options.RealNode set, Start also runs one real node beside the fake ones, where pods
+// run for real: containerd and runc (Debian packages, hack/node-packages.sh), the kubelet and
+// kube-proxy (iptables mode) built like the control plane, and CoreDNS (hack/tools.sh kubelet
+// kube-proxy coredns). It needs root.
+//
+//	c, err := localcluster.Start(ctx, localcluster.Options{
+//		RealNode: &localcluster.RealNodeOptions{}, // imports bin/images/*.tar (make images)
+//	})
+//	node := c.RealNode()                          // Name, IP, NetNS, ContainerdSocket
+//	_, err = node.ImportImage(ctx, "my-image.tar") // another image, after Start
+//	err = c.WaitForServiceAccount(ctx, namespace)  // before creating pods in a new namespace
+//
+// Only pods meant for it land there: the node is labelled RealNodeRoleLabel=RealNodeRoleValue
+// (hicache.io/node-role=system) and tainted RealNodeTaintKey:NoSchedule (hicache.io/real-node);
+// such pods carry RealNodeSelector() as nodeSelector and RealNodeToleration() as toleration.
+// The node has no nvidia.com/gpu, so GPU pods keep going to the fake nodes. Its images come
+// from tarballs imported into its containerd at start (RealNodeOptions.ImageDir, default
+// bin/images, and RealNodeOptions.Images); pods use them with imagePullPolicy: Never (there is
+// no registry). Pod sandboxes run SandboxImage (localhost/pause:local), which one of the
+// tarballs must carry.
+//
+// All of the node's networking lives in a network namespace the cluster creates,
+// /run/netns/<RealNode.NetNS>: a veth pair gives the node its address (RealNode.IP,
+// 10.10.<n>.1, with 10.10.<n>.2 on the host's side; n is the smallest free index, so several
+// clusters may run real nodes at once), a bridge gives pods addresses in RealNodePodCIDR, and
+// kube-proxy's iptables rules stay inside. containerd, the kubelet, kube-proxy and CoreDNS run
+// in it through nsenter --net. The API server keeps listening on the host's 127.0.0.1; a
+// forwarder listening on RealNode.IP inside the namespace carries the node's and the pods'
+// connections to it, and is the advertised address, so that kubernetes.default (10.96.0.1)
+// reaches the API server through kube-proxy. CoreDNS runs as a process (no image needed) on
+// the node's address, behind kube-system/kube-dns at KubeDNSServiceIP; it serves
+// cluster.local only and refuses other names, so no query leaves the namespace.
+// RealNode.DialContext and RealNode.Command reach pod IPs and ClusterIPs from a test.
+//
+// With a real node the API server also runs with Node and RBAC authorization, NodeRestriction
+// and ServiceAccount admission, ServiceAccount token signing (issuer
+// https://kubernetes.default.svc.cluster.local), a serving certificate for the node's view of
+// it and client certificates for the kubelet (CN=system:node:<name>, O=system:nodes); every
+// certificate is made with crypto/x509. Start returns once the node is Ready, kube-proxy and
+// CoreDNS are healthy and the default ServiceAccount exists.
+//
+// Stop removes everything the node made: its pods (through containerd's CRI), its processes
+// and containers, the mounts below Dir, the network namespace and veth pair (and with them
+// the iptables rules), its cgroups, the kubelet's links in /var/log/containers, and, when the
+// last real node on the host stops, the host paths kubelet and containerd write whatever
+// their configuration says (/var/lib/kubelet, /var/lib/cni, /run/containerd, /var/log/pods,
+// /var/log/containers, /run/netns) unless they existed before, and the kernel settings the
+// kubelet changes. Real nodes are registered in /run/hicache-localcluster, so that one whose
+// owner died is cleaned up by the next Start or by Reap.
 //
 // A cluster whose test binary died (a -timeout panic, SIGKILL) leaves etcd and
 // kube-apiserver behind; the next Start with a temporary Dir reaps them.
@@ -32,6 +84,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -74,6 +127,11 @@ type Options struct {
 	Timeout time.Duration
 	// Progress, when set, receives one line per start step.
 	Progress io.Writer
+	// RealNode, when set, also starts one real node (kubelet, containerd, kube-proxy, CoreDNS)
+	// beside the fake ones, and runs the API server with what a node needs. It needs root,
+	// hack/node-packages.sh and hack/tools.sh kubelet kube-proxy coredns; not with
+	// APIServerOnly. See the package documentation.
+	RealNode *RealNodeOptions
 }
 
 // Cluster is a running local control plane. Stop it when done.
@@ -88,6 +146,7 @@ type Cluster struct {
 	logFiles   []*os.File
 	nodes      []string
 	progress   io.Writer
+	real       *realNode
 
 	stopOnce sync.Once
 	stopErr  error
@@ -119,6 +178,14 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := paths.check(!opts.APIServerOnly); err != nil {
 		return nil, err
 	}
+	if opts.RealNode != nil {
+		if opts.APIServerOnly {
+			return nil, errors.New("Options.RealNode needs the controller-manager and the scheduler: leave Options.APIServerOnly unset")
+		}
+		if err := paths.checkRealNode(); err != nil {
+			return nil, err
+		}
+	}
 
 	c := &Cluster{progress: opts.Progress}
 	if err := c.makeDir(opts); err != nil {
@@ -132,15 +199,37 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}()
 
 	began := time.Now()
+	if opts.RealNode != nil {
+		if err := c.prepareRealNode(ctx, paths, *opts.RealNode); err != nil {
+			return nil, err
+		}
+		if err := c.startContainerd(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.startAPIServer(ctx, paths, opts); err != nil {
 		return nil, err
 	}
 	c.logf("API server ready at %s after %s", c.config.Host, time.Since(began).Round(time.Millisecond))
+	if c.real != nil {
+		u, err := url.Parse(c.config.Host)
+		if err != nil {
+			return nil, fmt.Errorf("the API server's address %q: %w", c.config.Host, err)
+		}
+		if err := c.real.startAPIProxy(u.Host); err != nil {
+			return nil, err
+		}
+	}
 	if !opts.APIServerOnly {
 		if err := c.startNodeSide(ctx, paths, opts.Nodes); err != nil {
 			return nil, err
 		}
-		c.logf("cluster ready with %d nodes after %s", len(c.nodes), time.Since(began).Round(time.Millisecond))
+		c.logf("cluster ready with %d fake nodes after %s", len(c.nodes), time.Since(began).Round(time.Millisecond))
+	}
+	if c.real != nil {
+		if err := c.startRealNode(ctx); err != nil {
+			return nil, err
+		}
 	}
 	ok = true
 	return c, nil
@@ -180,6 +269,12 @@ func (c *Cluster) NodeNames() []string { return append([]string(nil), c.nodes...
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		var errs []error
+		// The real node first: its pods and processes go before the control plane does.
+		if c.real != nil {
+			if err := c.real.stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stop the real node: %w", err))
+			}
+		}
 		// The node side first, so nothing reacts to the API server going away.
 		for i := len(c.components) - 1; i >= 0; i-- {
 			if err := c.components[i].stop(); err != nil {

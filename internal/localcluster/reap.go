@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -19,9 +20,45 @@ func reapStaleClusters(tempDir string) {
 		if ownerAlive(dir) {
 			continue
 		}
-		_ = KillProcessesUsing(dir)
+		_ = Reap(dir)
 		_ = os.RemoveAll(dir)
 	}
+}
+
+// Reap cleans up after a cluster whose Dir is dir and whose owner died without Stop: it
+// kills the processes that name dir, tears down a real node of that cluster (its containers,
+// network namespace, cgroups and host files, as Stop would) and unmounts what is mounted
+// below dir, so that dir can be removed. The real node's registration says whether its
+// owner is gone; a live cluster's real node is left alone.
+func Reap(dir string) error {
+	dir = filepath.Clean(dir)
+	var errs []error
+	if err := KillProcessesUsing(dir); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := os.Stat(registryDir); err == nil {
+		err := withRegistry(func(reg *registry) error {
+			for _, rec := range reg.stale() {
+				if filepath.Clean(rec.Dir) != dir {
+					continue
+				}
+				if err := teardownRecord(context.Background(), rec); err != nil {
+					errs = append(errs, err)
+				}
+				if err := reg.remove(rec.Index); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			return reg.finishIfLast()
+		})
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := unmountUnder(dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // ownerAlive reads dir/owner.pid; a directory without it counts as alive (it may be
