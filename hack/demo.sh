@@ -2,8 +2,8 @@
 # make demo: the operator's main job on a local default.
 #
 #   1. builds what is missing (the control plane, kwok, helm, the Mooncake wheel: cached),
-#   2. starts a local control plane with simulated GPU nodes (kwok) and a real mooncake_master
-#      on 127.0.0.1,
+#   2. starts a local control plane with simulated GPU nodes (kwok) and one real node (kubelet,
+#      containerd), and a real mooncake_master on 127.0.0.1,
 #   3. installs the operator with Helm; kwok nodes run no containers, so the chart's Deployment
 #      is scaled to zero and the same manager binary runs on this host with the chart's
 #      ServiceAccount token (it acts with exactly the chart's RBAC),
@@ -80,9 +80,9 @@ step "Building what is missing (the first run builds a Kubernetes control plane 
 export PATH="${BIN}:${PATH}"
 mkdir -p "${DEMO}"
 
-step "Starting the local control plane with simulated GPU nodes"
+step "Starting the local control plane with simulated GPU nodes and a real node"
 "${ROOT}/hack/local-up.sh" >/dev/null
-kc get nodes -L nvidia.com/gpu.product --no-headers | sed 's/^/    /'
+kc get nodes -L nvidia.com/gpu.product -L hicache.io/node-role --no-headers | sed 's/^/    /'
 
 step "Starting a real Mooncake master on 127.0.0.1:${RPC_PORT} (admin http://127.0.0.1:${ADMIN_PORT})"
 if [[ -f "${DEMO}/master.pid" ]] && kill -0 "$(cat "${DEMO}/master.pid")" 2>/dev/null; then
