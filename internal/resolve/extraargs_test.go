@@ -67,16 +67,18 @@ func TestRefusedExtraArgsFailAtResolve(t *testing.T) {
 		args []string
 		want []string
 	}{
-		"kv dtype":         {args: []string{"--kv-cache-dtype", "fp8_e4m3"}, want: []string{"spec.template.extraArgs sets --kv-cache-dtype", "set spec.hicache.kvCacheDType instead"}},
-		"kv dtype=value":   {args: []string{"--kv-cache-dtype=fp8_e4m3"}, want: []string{"set spec.hicache.kvCacheDType instead"}},
-		"mamba dtype":      {args: []string{"--mamba-ssm-dtype", "bfloat16"}, want: []string{"set spec.hicache.mambaSSMDType instead"}},
-		"served name":      {args: []string{"--served-model-name", "other"}, want: []string{"set spec.model.servedName instead"}},
-		"revision":         {args: []string{"--revision", "abc"}, want: []string{"set spec.model.revision instead"}},
-		"draft kv dtype":   {args: []string{"--speculative-draft-kv-cache-dtype", "fp8_e4m3"}, want: []string{"set spec.topology.draft.kvCacheDType instead"}},
-		"an abbreviation":  {args: []string{"--kv-cache-dt", "fp8_e4m3"}, want: []string{"--kv-cache-dt (--kv-cache-dtype)"}},
-		"extra config":     {args: []string{"--hicache-storage-backend-extra-config", `{"extra_backend_tag": "x"}`}, want: []string{"extra_backend_tag", "set spec.storage instead"}},
-		"context parallel": {args: []string{"--dcp-size", "2"}, want: []string{"sets --dcp-size", "remove it"}},
-		"an unknown flag":  {args: []string{"--turbo"}, want: []string{"spec.template.extraArgs: ", "unknown flag --turbo"}},
+		"kv dtype":                   {args: []string{"--kv-cache-dtype", "fp8_e4m3"}, want: []string{"spec.template.extraArgs sets --kv-cache-dtype", "set spec.hicache.kvCacheDType instead"}},
+		"kv dtype=value":             {args: []string{"--kv-cache-dtype=fp8_e4m3"}, want: []string{"set spec.hicache.kvCacheDType instead"}},
+		"mamba dtype":                {args: []string{"--mamba-ssm-dtype", "bfloat16"}, want: []string{"set spec.hicache.mambaSSMDType instead"}},
+		"served name":                {args: []string{"--served-model-name", "other"}, want: []string{"set spec.model.servedName instead"}},
+		"revision":                   {args: []string{"--revision", "abc"}, want: []string{"set spec.model.revision instead"}},
+		"draft kv dtype":             {args: []string{"--speculative-draft-kv-cache-dtype", "fp8_e4m3"}, want: []string{"set spec.topology.draft.kvCacheDType instead"}},
+		"an abbreviation":            {args: []string{"--kv-cache-dt", "fp8_e4m3"}, want: []string{"--kv-cache-dt (--kv-cache-dtype)"}},
+		"extra config":               {args: []string{"--hicache-storage-backend-extra-config", `{"extra_backend_tag": "x"}`}, want: []string{"extra_backend_tag", "set spec.storage instead"}},
+		"context parallel":           {args: []string{"--dcp-size", "2"}, want: []string{"sets --dcp-size", "remove it"}},
+		"prefill context parallel":   {args: []string{"--enable-prefill-cp"}, want: []string{"sets --enable-prefill-cp", "context parallelism", "remove it"}},
+		"DWDP turns on attention DP": {args: []string{"--dwdp-size", "8"}, want: []string{"sets --dwdp-size", "attention data parallelism", "remove it"}},
+		"an unknown flag":            {args: []string{"--turbo"}, want: []string{"spec.template.extraArgs: ", "unknown flag --turbo"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
