@@ -187,3 +187,35 @@ func TestProfileDraftRulesAreThePlanners(t *testing.T) {
 		t.Errorf("... %d disagreements in all", disagree)
 	}
 }
+
+// TestProfileAttentionRuleIsThePlanners overrides the attention kind of every profile (its pools
+// left to the profile): the CRD must admit exactly what the planner plans.
+func TestProfileAttentionRuleIsThePlanners(t *testing.T) {
+	v, err := crdvalidation.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, profile := range []string{"DeepSeekV3", "DeepSeekV32", "DeepSeekV4", "KimiK2", "KimiK3", "GLM5", "Qwen3", "Qwen3Next", "Llama3", "GptOss"} {
+		for _, attention := range []string{"MHA", "MLA", "DSV4", "HybridMambaMHA", "HybridMambaMLA"} {
+			obj := map[string]any{"apiVersion": "hicache.io/v1alpha1", "kind": "HiCacheDeployment", "metadata": map[string]any{"name": "x"},
+				"spec": map[string]any{"model": map[string]any{"path": "org/model"}, "profile": profile,
+					"topology": map[string]any{"tensorParallel": 8, "attention": attention}}}
+			defaulted, errs, err := v.Admit(context.Background(), obj, defaultNamespace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := json.Marshal(defaulted)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hcd := &hicachev1alpha1.HiCacheDeployment{}
+			if err := json.Unmarshal(b, hcd); err != nil {
+				t.Fatal(err)
+			}
+			_, planErr := resolve.Resolve(hcd)
+			if (len(errs) == 0) != (planErr == nil) {
+				t.Errorf("%s with attention %s: the CRD says %q, the planner says %v", profile, attention, crdvalidation.Message(errs), planErr)
+			}
+		}
+	}
+}

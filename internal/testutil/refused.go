@@ -172,6 +172,8 @@ func RefusedObjects() []RefusedObject {
 			"spec.topology.draft.hostPool is for a sidecar draft (packedLayers 0)"),
 		hcd("DSpark packed into a model that is not DeepSeek-V4", "profile: Qwen3\ntopology: {tensorParallel: 4, gpusPerNode: 8, draft: {algorithm: DSPARK, modelPath: m, packedLayers: 3}}",
 			"packs DSpark layers only into a DeepSeek-V4 (DSV4) target"),
+		hcd("attention that does not fit the profile's pools", `topology: {tensorParallel: 16, gpusPerNode: 8, attention: MLA}`,
+			"spec.topology.attention does not fit the pools of spec.profile"),
 		hcd("draft the profile has no layout for", "profile: GptOss\ntopology: {tensorParallel: 8, gpusPerNode: 8, draft: {algorithm: NEXTN}}",
 			"spec.profile has no built-in layout for this algorithm"),
 		hcd("sidecar draft of the profile without a model", "profile: Llama3\ntopology: {tensorParallel: 8, gpusPerNode: 8, draft: {algorithm: EAGLE}}",
