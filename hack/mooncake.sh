@@ -15,9 +15,12 @@
 set -euo pipefail
 
 MOONCAKE_PACKAGE=mooncake-transfer-engine-non-cuda
-MOONCAKE_VERSION=0.3.13.post1
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# The version is pinned once, in hack/sglang/requirements.txt (the conformance suite's venv
+# installs the same release beside SGLang).
+MOONCAKE_VERSION=$(sed -n "s/^${MOONCAKE_PACKAGE}==\([^ ]*\).*/\1/p" "${ROOT}/hack/sglang/requirements.txt")
+[[ -n "${MOONCAKE_VERSION}" ]] || { echo "hack/sglang/requirements.txt pins no ${MOONCAKE_PACKAGE}" >&2; exit 1; }
 BIN="${ROOT}/bin"
 VENV="${BIN}/mooncake-venv"
 STAMP="${VENV}/.installed-version"

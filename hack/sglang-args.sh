@@ -3,8 +3,9 @@
 # arguments that the pinned sglang release accepts, read statically from its
 # wheel (importing sglang would need torch).
 #
-# The wheel is downloaded once into bin/sglang/ and checked against a pinned
-# SHA-256, so every run reads the same bytes and writes the same file. The
+# The wheel is downloaded once into bin/sglang/ and checked against the SHA-256
+# pinned in hack/sglang/requirements.txt, so every run reads the same bytes and
+# writes the same file. The
 # platform tags are pinned too: the wheel ships compiled extensions, and pip
 # would otherwise pick the wheel matching the local Python.
 #
@@ -12,11 +13,18 @@
 #        hack/sglang-args.sh --check    fail if the committed JSON is stale
 set -euo pipefail
 
-SGLANG_VERSION="0.5.23"
-SGLANG_WHEEL="sglang-${SGLANG_VERSION}-cp311-cp311-manylinux_2_34_x86_64.whl"
-SGLANG_WHEEL_SHA256="00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937"
-
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# The pin is hack/sglang/requirements.txt's (shared with the conformance suite's venv): the
+# version, and the SHA-256 of the CPython 3.11 wheel, its only hash.
+requirements="${root}/hack/sglang/requirements.txt"
+SGLANG_VERSION="$(sed -n 's/^sglang==\([^ ]*\).*/\1/p' "${requirements}")"
+SGLANG_WHEEL_SHA256="$(awk '/^sglang==/{f=1; next} f && /--hash=sha256:/{sub(/.*--hash=sha256:/, ""); sub(/[ \\].*/, ""); print; exit}' "${requirements}")"
+if [[ -z "${SGLANG_VERSION}" || ! "${SGLANG_WHEEL_SHA256}" =~ ^[0-9a-f]{64}$ ]]; then
+  echo "${requirements#"${root}/"} has no sglang==VERSION line with a --hash=sha256:..." >&2
+  exit 1
+fi
+SGLANG_WHEEL="sglang-${SGLANG_VERSION}-cp311-cp311-manylinux_2_34_x86_64.whl"
 wheel_dir="${root}/bin/sglang"
 wheel="${wheel_dir}/${SGLANG_WHEEL}"
 out="${root}/internal/sglang/argspec/sglang-args.json"

@@ -2,8 +2,10 @@
 # The project's test command (make test). On a fresh machine it first installs what the tests
 # use: the real node's Debian packages (hack/node-packages.sh), the control plane, the real
 # node's kubelet, kube-proxy and CoreDNS, kwok and helm built from source (hack/tools.sh), the
-# Mooncake master and Python client (hack/mooncake.sh), and the local images (make images: the
-# operator, Mooncake and pause tarballs in bin/images). Each skips work already done.
+# Mooncake master and Python client (hack/mooncake.sh), the pinned SGLang release's storage code
+# for the conformance suite (hack/sglang-venv.sh: about 3 GB downloaded and a 6 GB venv the first
+# time), and the local images (make images: the operator, Mooncake and pause tarballs in
+# bin/images). Each skips work already done.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${ROOT}"
@@ -15,6 +17,8 @@ echo "test: building the toolchain (cached after the first run)"
 hack/tools.sh
 echo "test: installing the Mooncake master and client (cached after the first run)"
 hack/mooncake.sh
+echo "test: installing the pinned SGLang release for the conformance suite (cached after the first run)"
+hack/sglang-venv.sh
 echo "test: toolchain ready in $((SECONDS - start))s"
 echo "test: building the local images (the Mooncake rootfs takes minutes the first time; cached after)"
 make -s images

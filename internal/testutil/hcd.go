@@ -70,6 +70,9 @@ func (b *HCDBuilder) Image(img string) *HCDBuilder { b.h.Spec.SGLang.Image = img
 // Ratio sets the host pool ratio.
 func (b *HCDBuilder) Ratio(r string) *HCDBuilder { b.h.Spec.HiCache.Ratio = r; return b }
 
+// PageSize sets the page size in tokens.
+func (b *HCDBuilder) PageSize(n int32) *HCDBuilder { b.h.Spec.HiCache.PageSize = n; return b }
+
 // KVDType sets the KV cache dtype.
 func (b *HCDBuilder) KVDType(d string) *HCDBuilder {
 	b.h.Spec.HiCache.KVCacheDType = hicachev1alpha1.KVCacheDType(d)
