@@ -7,7 +7,8 @@
 #
 #   hack/mooncake-rootfs.sh DIR MIRROR SUITE PACKAGE==VERSION DEB_PACKAGE...
 #
-# Needs root (debootstrap, chroot, mount). Installs debootstrap with apt-get when missing.
+# Needs root (debootstrap, chroot, mount). Installs debootstrap with apt-get when missing
+# (hack/node-packages.sh installs it too).
 set -euo pipefail
 
 log() { printf '[images %s] mooncake: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -20,15 +21,9 @@ DEBS=("$@")
 [[ ${EUID} -eq 0 ]] || die "building the Mooncake root file system needs root (debootstrap, chroot, mount): run make images as root"
 [[ "${DIR}" == /* && "${DIR}" != / ]] || die "DIR must be an absolute path other than /, got '${DIR}'"
 
-if ! PATH="${PATH}:/usr/sbin:/sbin" command -v debootstrap >/dev/null 2>&1; then
-  command -v apt-get >/dev/null 2>&1 || die "debootstrap is missing and there is no apt-get: install debootstrap"
-  log "installing debootstrap (apt-get update, then install)"
-  out=$(mktemp)
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq >"${out}" 2>&1 || { cat "${out}" >&2; rm -f "${out}"; die "apt-get update failed"; }
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >"${out}" 2>&1 ||
-    { cat "${out}" >&2; rm -f "${out}"; die "apt-get install debootstrap failed"; }
-  rm -f "${out}"
-fi
+# shellcheck source=hack/lib/apt.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib/apt.sh"
+apt_ensure_commands debootstrap=debootstrap
 export PATH="${PATH}:/usr/sbin:/sbin"
 
 # Nothing may stay mounted under DIR, whether this run fails or a previous one was interrupted

@@ -131,7 +131,7 @@ func (b *builder) lock() error {
 		return err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		logf("waiting for another build into %s", rel(b.root, b.out))
+		logf("waiting for another build into %s", images.Dir)
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 			return err
 		}
@@ -142,10 +142,10 @@ func (b *builder) lock() error {
 	for _, dir := range stale {
 		for _, line := range strings.Split(string(mounts), "\n") {
 			if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
-				return fmt.Errorf("%s, left by an interrupted build, still has %s mounted: umount it, then run again", rel(b.root, dir), f[1])
+				return fmt.Errorf("%s, left by an interrupted build, still has %s mounted: umount it, then run again", filepath.Join(images.Dir, filepath.Base(dir)), f[1])
 			}
 		}
-		logf("removing %s, left by an interrupted build", rel(b.root, dir))
+		logf("removing %s, left by an interrupted build", filepath.Join(images.Dir, filepath.Base(dir)))
 		if err := os.RemoveAll(dir); err != nil {
 			return err
 		}
@@ -171,7 +171,7 @@ func (b *builder) image(img images.Image) error {
 	if !b.force {
 		if old, err := os.ReadFile(stamp); err == nil && strings.TrimSpace(string(old)) == key {
 			if st, err := os.Stat(tarPath); err == nil {
-				logf("%s: up to date (%s, %s), nothing to do", img.Ref, rel(b.root, tarPath), mb(st.Size()))
+				logf("%s: up to date (%s, %s), nothing to do", img.Ref, filepath.Join(images.Dir, img.File), mb(st.Size()))
 				return nil
 			}
 		}
@@ -195,7 +195,7 @@ func (b *builder) image(img images.Image) error {
 	if err := os.WriteFile(stamp, []byte(key+"\n"), 0o644); err != nil {
 		return err
 	}
-	logf("%s: built in %s, %s (%s)", img.Ref, time.Since(start).Round(100*time.Millisecond), rel(b.root, tarPath), mb(size))
+	logf("%s: built in %s, %s (%s)", img.Ref, time.Since(start).Round(100*time.Millisecond), filepath.Join(images.Dir, img.File), mb(size))
 	return nil
 }
 
