@@ -100,6 +100,7 @@ func (r *CacheBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	st.Endpoints = endpoints
+	st.StoreID = storeIDOf(&cb)
 
 	// 2. Probe the admin API, at most once per poll interval and never for longer than the probe
 	// deadline: a backend whose admin URL hangs holds a worker for the deadline, then waits for its
@@ -300,7 +301,7 @@ func (r *CacheBackendReconciler) reconcileMaster(ctx context.Context, cb *hicach
 			return nil, false, err
 		}
 	}
-	ep.RPCAddress = fmt.Sprintf("%s.%s.svc:%d", masterName(cb.Name), cb.Namespace, m.Managed.RPCPort)
+	ep.RPCAddress = managedRPCAddress(cb)
 	ep.AdminURL = fmt.Sprintf("http://%s.%s.svc:%d", masterName(cb.Name), cb.Namespace, m.Managed.AdminPort)
 	ep.MetricsPort = m.Managed.AdminPort
 	var cur appsv1.Deployment
@@ -529,26 +530,34 @@ func buildMasterNetworkPolicy(cb *hicachev1alpha1.CacheBackend) *networkingv1.Ne
 	}
 }
 
-// namespaceUsage lists the namespaces HiCacheDeployments write to this backend, and who.
+// namespaceUsage lists the namespaces written to this backend's store, through any backend of it,
+// and by whom (see storeWriters).
 func (r *CacheBackendReconciler) namespaceUsage(ctx context.Context, cb *hicachev1alpha1.CacheBackend) ([]hicachev1alpha1.NamespaceUsage, error) {
-	var list hicachev1alpha1.HiCacheDeploymentList
-	if err := r.List(ctx, &list, client.InNamespace(cb.Namespace), client.MatchingFields{backendRefIndex: cb.Name}); err != nil {
+	id := storeIDOf(cb)
+	if id == "" {
+		return nil, nil
+	}
+	writers, err := storeWriters(ctx, r.Client, id, "*")
+	if err != nil {
 		return nil, err
 	}
 	by := map[string][]string{}
-	for i := range list.Items {
-		h := &list.Items[i]
-		if h.Status.Cache == nil || h.Status.Cache.Namespace == "" {
-			continue
-		}
-		by[h.Status.Cache.Namespace] = append(by[h.Status.Cache.Namespace], h.Name)
+	for i := range writers {
+		h := &writers[i]
+		by[h.Status.Cache.Namespace] = append(by[h.Status.Cache.Namespace], relativeName(h.Namespace+"/"+h.Name, cb.Namespace))
 	}
 	out := make([]hicachev1alpha1.NamespaceUsage, 0, len(by))
 	for ns, names := range by {
 		sort.Strings(names)
+		if len(names) > 64 {
+			names = names[:64]
+		}
 		out = append(out, hicachev1alpha1.NamespaceUsage{Namespace: ns, Deployments: names})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Namespace < out[j].Namespace })
+	if len(out) > 256 {
+		out = out[:256]
+	}
 	if len(out) == 0 {
 		return nil, nil
 	}
@@ -560,12 +569,32 @@ func (r *CacheBackendReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	hcdToBackend := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+	// A deployment's use wakes every backend of its store: each lists the whole store's use.
+	hcdToBackend := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		hcd := o.(*hicachev1alpha1.HiCacheDeployment)
-		if hcd.Spec.Storage == nil {
+		backend := ""
+		if hcd.Status.Cache != nil && hcd.Status.Cache.Backend != "" {
+			backend = hcd.Status.Cache.Backend
+		} else if hcd.Spec.Storage != nil {
+			backend = hcd.Spec.Storage.BackendRef.Name
+		}
+		if backend == "" {
 			return nil
 		}
-		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: hcd.Namespace, Name: hcd.Spec.Storage.BackendRef.Name}}}
+		own := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: hcd.Namespace, Name: backend}}
+		var cb hicachev1alpha1.CacheBackend
+		if err := mgr.GetClient().Get(ctx, own.NamespacedName, &cb); err != nil {
+			return []reconcile.Request{own}
+		}
+		backends, err := storeBackends(ctx, mgr.GetClient(), storeIDOf(&cb))
+		if err != nil || len(backends) == 0 {
+			return []reconcile.Request{own}
+		}
+		reqs := make([]reconcile.Request, 0, len(backends))
+		for i := range backends {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&backends[i])})
+		}
+		return reqs
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		// Probes of different backends run side by side: one whose admin URL hangs holds one

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -241,15 +242,11 @@ func (r *CacheFlushReconciler) start(ctx context.Context, w *flushStatusWriter, 
 	}
 	ep := *cb.Status.Endpoints
 
-	// 3. Safety, checked right before executing: nothing may still use the namespace.
-	if cf.Spec.Scope == hicachev1alpha1.FlushScopeNamespace {
-		if user, err := r.namespaceUser(ctx, cf); err != nil {
-			return ctrl.Result{}, err
-		} else if user != "" {
-			setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonNamespaceInUse,
-				fmt.Sprintf("Namespace %s is still used by %s; the flush runs once nothing uses it", cf.Spec.Namespace, user), now)
-			return ctrl.Result{RequeueAfter: flushWaitInterval}, nil
-		}
+	// 3. Safety, checked right before executing: nothing may still use what the flush removes.
+	if held, err := r.checkInUse(ctx, cf, cb, now); err != nil {
+		return ctrl.Result{}, err
+	} else if held {
+		return ctrl.Result{RequeueAfter: flushWaitInterval}, nil
 	}
 
 	// 4. What the scope holds right before the attempt: the claim keeps it, so that whoever
@@ -521,35 +518,51 @@ func describeScope(cf *hicachev1alpha1.CacheFlush) string {
 	return "the whole store"
 }
 
-// namespaceUser names what still uses a flush's namespace: a serving pod labelled with it, or a
-// HiCacheDeployment whose current layout writes it (other than the deployment that asked for
-// this flush while its writers are stopped).
-func (r *CacheFlushReconciler) namespaceUser(ctx context.Context, cf *hicachev1alpha1.CacheFlush) (string, error) {
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(cf.Namespace), client.MatchingLabels{
-		LabelCacheNamespace: cf.Spec.Namespace, LabelBackend: cf.Spec.BackendRef.Name}); err != nil {
-		return "", err
+// AnnotationDrainedFor marks a flush asked for by a deployment that stopped its writers to flush
+// its Fixed namespace: the UID of that deployment, whose status claim on the namespace does not
+// count as a use while it drains (its pods do).
+const AnnotationDrainedFor = "hicache.io/drained-for"
+
+// checkInUse holds a flush while any deployment of the store uses its scope, unless
+// spec.allowInUse overrides it (admission lets only holders of the override verb set it).
+func (r *CacheFlushReconciler) checkInUse(ctx context.Context, cf *hicachev1alpha1.CacheFlush, cb *hicachev1alpha1.CacheBackend, now time.Time) (bool, error) {
+	scope := storeScope{store: storeIDOf(cb), draining: types.UID(cf.Annotations[AnnotationDrainedFor])}
+	if cf.Spec.Scope == hicachev1alpha1.FlushScopeNamespace {
+		scope.namespace = cf.Spec.Namespace
 	}
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil || len(p.Finalizers) > 0 {
-			return "pod " + p.Name, nil
+	use, err := storeUsers(ctx, r.Client, scope)
+	if err != nil {
+		return false, err
+	}
+	if !use.inUse() {
+		return false, nil
+	}
+	what := describeScope(cf)
+	if cf.Spec.AllowInUse {
+		if c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionComplete); c == nil || c.Reason != hicachev1alpha1.ReasonRunning {
+			r.Recorder.Eventf(cf, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonInUse, "Flush",
+				"spec.allowInUse is set: flushing %s although %s uses it; their cache starts cold", what, use.describe(cf.Namespace))
 		}
+		return false, nil
 	}
-	var hcds hicachev1alpha1.HiCacheDeploymentList
-	if err := r.List(ctx, &hcds, client.InNamespace(cf.Namespace), client.MatchingFields{backendRefIndex: cf.Spec.BackendRef.Name}); err != nil {
-		return "", err
+	msg := truncate(fmt.Sprintf("%s is in use by %s; the flush runs once nothing uses it (spec.allowInUse overrides this, for holders of the override verb)",
+		inUseSubject(cf, scope.store), use.describe(cf.Namespace)), 1024)
+	if c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionComplete); c == nil || c.Reason != hicachev1alpha1.ReasonInUse {
+		r.Recorder.Eventf(cf, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonInUse, "Flush", "%s", msg)
 	}
-	owner := metav1.GetControllerOf(cf)
-	for i := range hcds.Items {
-		h := &hcds.Items[i]
-		if owner != nil && owner.UID == h.UID {
-			continue
-		}
-		if h.Status.Cache != nil && h.Status.Cache.Namespace == cf.Spec.Namespace {
-			return "HiCacheDeployment " + h.Name, nil
-		}
+	setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonInUse, msg, now)
+	return true, nil
+}
+
+// inUseSubject names what a held flush would remove, for its condition.
+func inUseSubject(cf *hicachev1alpha1.CacheFlush, id string) string {
+	switch cf.Spec.Scope {
+	case hicachev1alpha1.FlushScopeNamespace:
+		return fmt.Sprintf("Namespace %s of store %s", cf.Spec.Namespace, id)
+	case hicachev1alpha1.FlushScopeTenant:
+		return fmt.Sprintf("Store %s (tenant %s; which tenant a deployment writes is not known, so every writer counts)", id, cf.Spec.Tenant)
 	}
-	return "", nil
+	return fmt.Sprintf("Store %s", id)
 }
 
 // SetupWithManager registers the controller.

@@ -234,45 +234,45 @@ func TestScopePrefixAndDescription(t *testing.T) {
 }
 
 func TestFlushName(t *testing.T) {
+	const id = "mooncake-master.default.svc.cluster.local:50051"
 	cases := map[string]struct {
-		hcd, namespace string
-		generation     int64
-		want           string
+		namespace, layout string
+		seq               int
+		want              string
 	}{
-		"a stale namespace":        {hcd: "qwen3", namespace: "hc-0123456789", generation: 2, want: "qwen3-flush-hc-0123456789-g2"},
-		"a fixed namespace, later": {hcd: "qwen3", namespace: "team", generation: 7, want: "qwen3-flush-team-g7"},
+		"a stale namespace":              {namespace: "hc-0123456789", layout: "0123456789", seq: 1, want: "hc-0123456789-0123456789-" + storeHash(id)[:8] + "-1"},
+		"a fixed namespace, a later one": {namespace: "team", layout: "abcdef0123", seq: 7, want: "team-abcdef0123-" + storeHash(id)[:8] + "-7"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := flushName(tc.hcd, tc.namespace, tc.generation)
+			got := flushName(tc.namespace, tc.layout, id, tc.seq)
 			if got != tc.want {
 				t.Errorf("flushName = %q, want %q", got, tc.want)
 			}
-			if again := flushName(tc.hcd, tc.namespace, tc.generation); again != got {
+			if again := flushName(tc.namespace, tc.layout, id, tc.seq); again != got {
 				t.Errorf("flushName is not deterministic: %q then %q", got, again)
 			}
 		})
 	}
-	// Distinct inputs give distinct names: another namespace, or a later change of the spec (a
-	// namespace that goes stale again is flushed again).
-	if flushName("a", "hc-1", 1) == flushName("a", "hc-2", 1) || flushName("a", "ns", 1) == flushName("a", "ns", 2) {
-		t.Error("two flushes of one deployment share a name")
+	// Distinct inputs give distinct names: another namespace, layout, store, or a later
+	// generation (a namespace that goes stale again is flushed again).
+	base := flushName("ns", "a", id, 1)
+	for _, other := range []string{flushName("ns2", "a", id, 1), flushName("ns", "b", id, 1), flushName("ns", "a", "10.0.0.1:50051", 1), flushName("ns", "a", id, 2)} {
+		if other == base {
+			t.Errorf("two different flushes are both named %s", base)
+		}
 	}
-	// The name stays a valid object name whatever the length of the deployment's name.
-	long := strings.Repeat("d", 253)
-	got := flushName(long, "hc-0123456789", 3)
+	// The name stays a valid object name whatever the length of the namespace.
+	long := strings.Repeat("d", 63)
+	got := flushName(long, "0123456789", id, 3)
 	if len(got) > 253 {
 		t.Errorf("flushName has %d characters, over 253", len(got))
 	}
 	if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
 		t.Errorf("flushName %q is not a valid name: %v", got, errs)
 	}
-	// Cut names of two namespaces stay distinct.
-	if flushName(long, "hc-0000000001", 1) == flushName(long, "hc-0000000002", 1) {
-		t.Error("two cut flush names collide")
-	}
 	// A flush's Job name is a label value (63 characters at most) whatever the flush's name.
-	for _, cf := range []string{flushName("kimi-k2-instruct-eagle3-production-a", "hc-0123456789", 12), got} {
+	for _, cf := range []string{flushName("hc-0123456789", "0123456789", id, 12), got} {
 		if errs := validation.IsDNS1123Label(jobName(cf, 1)); len(errs) > 0 {
 			t.Errorf("Job %q of CacheFlush %q: %v", jobName(cf, 1), cf, errs)
 		}
@@ -283,22 +283,171 @@ func TestFlushName(t *testing.T) {
 }
 
 func TestBuildFlush(t *testing.T) {
+	home := &hicachev1alpha1.CacheBackend{ObjectMeta: metav1.ObjectMeta{Name: "oldest", Namespace: "team-a", UID: "cb-uid"}}
 	h := makeHCD("q").TP(4).Storage("mooncake").Obj()
-	cf := buildFlush(h, "q-flush-hc-1", "mooncake", "hc-1", strings.Repeat("x", 2000))
-	if cf.Namespace != "default" || cf.Spec.BackendRef.Name != "mooncake" || cf.Spec.Scope != hicachev1alpha1.FlushScopeNamespace || cf.Spec.Namespace != "hc-1" {
-		t.Errorf("flush %s/%s of %s %s %s", cf.Namespace, cf.Name, cf.Spec.BackendRef.Name, cf.Spec.Scope, cf.Spec.Namespace)
+	cf := buildFlush(flushRequest{storeID: "10.0.0.1:50051", namespace: "hc-1", layout: "abc", home: home,
+		reason: strings.Repeat("x", 2000), drainedFor: h, requester: "default/q"}, 2)
+	if cf.Namespace != "team-a" || cf.Spec.BackendRef.Name != "oldest" || cf.Spec.Scope != hicachev1alpha1.FlushScopeNamespace || cf.Spec.Namespace != "hc-1" {
+		t.Errorf("flush %s/%s of %s %s %s; want it beside the store's oldest backend", cf.Namespace, cf.Name, cf.Spec.BackendRef.Name, cf.Spec.Scope, cf.Spec.Namespace)
 	}
-	if !ptr.Deref(cf.Spec.Force, false) {
-		t.Error("a layout flush is not forced")
+	if !ptr.Deref(cf.Spec.Force, false) || cf.Spec.AllowInUse {
+		t.Error("a layout flush is not forced, or overrides the in-use check")
 	}
 	if len(cf.Spec.Reason) > 1024 || !strings.HasSuffix(cf.Spec.Reason, "...") {
 		t.Errorf("reason of %d characters, want it cut to the API's 1024 with an ellipsis", len(cf.Spec.Reason))
 	}
-	if o := cf.OwnerReferences; len(o) != 1 || o[0].UID != h.UID || o[0].Kind != "HiCacheDeployment" {
-		t.Errorf("owner references %+v", o)
+	if o := cf.OwnerReferences; len(o) != 1 || o[0].UID != home.UID || o[0].Kind != "CacheBackend" {
+		t.Errorf("owner references %+v, want the home backend (an owner must be in the same namespace)", o)
 	}
-	if cf.Labels[LabelDeployment] != "q" {
-		t.Errorf("labels %v", cf.Labels)
+	want := map[string]string{LabelStore: storeHash("10.0.0.1:50051"), LabelCacheNamespace: "hc-1", LabelLayout: "abc", "app.kubernetes.io/managed-by": FieldOwner}
+	if diff := cmp.Diff(want, cf.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	if cf.Annotations[AnnotationFlushSequence] != "2" || cf.Annotations[AnnotationDrainedFor] != string(h.UID) || cf.Annotations[AnnotationRequestedBy] != "default/q" {
+		t.Errorf("annotations %v", cf.Annotations)
+	}
+}
+
+func TestPickFlush(t *testing.T) {
+	at := func(sec int) metav1.Time { return metav1.NewTime(t0.Add(time.Duration(sec) * time.Second)) }
+	flush := func(name string, created int, seq string, state string) hicachev1alpha1.CacheFlush {
+		cf := hicachev1alpha1.CacheFlush{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: at(created),
+			Annotations: map[string]string{AnnotationFlushSequence: seq}}}
+		switch state {
+		case "complete":
+			cf.Status.Conditions = []metav1.Condition{{Type: hicachev1alpha1.ConditionComplete, Status: metav1.ConditionTrue, Reason: hicachev1alpha1.ReasonFlushed}}
+		case "failed":
+			cf.Status.Conditions = []metav1.Condition{{Type: hicachev1alpha1.ConditionFailed, Status: metav1.ConditionTrue, Reason: hicachev1alpha1.ReasonKeysLeft}}
+		}
+		return cf
+	}
+	since := func(sec int) *metav1.Time { v := at(sec); return &v }
+	cases := map[string]struct {
+		existing []hicachev1alpha1.CacheFlush
+		since    *metav1.Time
+		want     string
+		next     int
+	}{
+		"none": {since: since(0), next: 1},
+		"one created after writing started covers it (the other deployment's)": {
+			existing: []hicachev1alpha1.CacheFlush{flush("f1", 50, "1", "complete")}, since: since(10), want: "f1", next: 2},
+		"one created in the same second covers it": {
+			existing: []hicachev1alpha1.CacheFlush{flush("f1", 10, "1", "")}, since: since(10), want: "f1", next: 2},
+		"an older generation does not: a return to the layout is flushed anew": {
+			existing: []hicachev1alpha1.CacheFlush{flush("f1", 5, "1", "complete")}, since: since(10), next: 2},
+		"complete is preferred to running, running to failed": {
+			existing: []hicachev1alpha1.CacheFlush{flush("f3", 30, "3", "failed"), flush("f2", 20, "2", ""), flush("f4", 40, "4", "complete")}, since: since(10), want: "f4", next: 5},
+		"running before failed": {
+			existing: []hicachev1alpha1.CacheFlush{flush("f3", 30, "3", "failed"), flush("f2", 20, "2", "")}, since: since(10), want: "f2", next: 4},
+		"no start recorded: only an unfinished flush counts": {
+			existing: []hicachev1alpha1.CacheFlush{flush("f1", 5, "1", "complete"), flush("f2", 6, "2", "")}, want: "f2", next: 3},
+		"no start recorded and all finished: a new one": {
+			existing: []hicachev1alpha1.CacheFlush{flush("f1", 5, "1", "complete")}, next: 2},
+		"a sequence that is not a number is skipped": {
+			existing: []hicachev1alpha1.CacheFlush{flush("f1", 5, "x", "complete"), flush("f7", 6, "7", "complete")}, since: since(100), next: 8},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, next := pickFlush(tc.existing, tc.since)
+			gotName := ""
+			if got != nil {
+				gotName = got.Name
+			}
+			if gotName != tc.want || next != tc.next {
+				t.Errorf("pickFlush = %q, next %d; want %q, next %d", gotName, next, tc.want, tc.next)
+			}
+		})
+	}
+}
+
+func TestUsersOf(t *testing.T) {
+	pod := func(ns, deployment, l3 string, phase corev1.PodPhase) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: deployment + "-0-0", Labels: map[string]string{LabelCacheNamespace: l3}}}
+		if deployment != "" {
+			p.Labels[LabelDeployment] = deployment
+		}
+		p.Status.Phase = phase
+		return p
+	}
+	writer := func(ns, name, l3, reason string) hicachev1alpha1.HiCacheDeployment {
+		h := hicachev1alpha1.HiCacheDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name)}}
+		h.Status.Cache = &hicachev1alpha1.CacheStatus{Namespace: l3, Backend: "mooncake"}
+		if reason != "" {
+			h.Status.Conditions = []metav1.Condition{{Type: hicachev1alpha1.ConditionCacheLayoutCurrent, Status: metav1.ConditionFalse, Reason: reason}}
+		}
+		return h
+	}
+	cases := map[string]struct {
+		scope   storeScope
+		pods    []corev1.Pod
+		writers []hicachev1alpha1.HiCacheDeployment
+		want    storeUse
+	}{
+		"nothing": {scope: storeScope{namespace: "hc-a"}},
+		"a deployment in another namespace writes it": {
+			scope:   storeScope{namespace: "hc-a"},
+			writers: []hicachev1alpha1.HiCacheDeployment{writer("team-b", "dsv4", "hc-a", "")},
+			want:    storeUse{deployments: []string{"team-b/dsv4"}}},
+		"its pods, mid-rollout off it, and another namespace": {
+			scope: storeScope{namespace: "hc-a"},
+			pods:  []corev1.Pod{pod("team-a", "q", "hc-a", corev1.PodRunning), pod("team-a", "q", "hc-a", corev1.PodPending), pod("team-a", "r", "hc-b", corev1.PodRunning)},
+			want:  storeUse{deployments: []string{"team-a/q"}, pods: 2}},
+		"finished pods write nothing": {
+			scope: storeScope{namespace: "hc-a"},
+			pods:  []corev1.Pod{pod("team-a", "q", "hc-a", corev1.PodSucceeded), pod("team-a", "q", "hc-a", corev1.PodFailed)}},
+		"scope All: every writer of the store": {
+			scope:   storeScope{},
+			pods:    []corev1.Pod{pod("team-a", "q", "hc-a", corev1.PodRunning)},
+			writers: []hicachev1alpha1.HiCacheDeployment{writer("team-b", "dsv4", "hc-b", ""), writer("team-c", "k", "fixed", "")},
+			want:    storeUse{deployments: []string{"team-a/q", "team-b/dsv4", "team-c/k"}, pods: 1}},
+		"a deployment draining for this flush: its claim does not count": {
+			scope:   storeScope{namespace: "fixed", draining: "team-a/d"},
+			writers: []hicachev1alpha1.HiCacheDeployment{writer("team-a", "d", "fixed", hicachev1alpha1.ReasonWaitingForFlush)}},
+		"the draining UID of a deployment that does not drain counts": {
+			scope:   storeScope{namespace: "fixed", draining: "team-a/d"},
+			writers: []hicachev1alpha1.HiCacheDeployment{writer("team-a", "d", "fixed", hicachev1alpha1.ReasonLayoutCurrent)},
+			want:    storeUse{deployments: []string{"team-a/d"}}},
+		"the draining deployment's pods count": {
+			scope:   storeScope{namespace: "fixed", draining: "team-a/d"},
+			pods:    []corev1.Pod{pod("team-a", "d", "fixed", corev1.PodRunning)},
+			writers: []hicachev1alpha1.HiCacheDeployment{writer("team-a", "d", "fixed", hicachev1alpha1.ReasonWaitingForFlush)},
+			want:    storeUse{deployments: []string{"team-a/d"}, pods: 1}},
+		"the asking deployment is ignored, pods and claim": {
+			scope:   storeScope{namespace: "fixed", ignore: "team-a/d"},
+			pods:    []corev1.Pod{pod("team-a", "d", "fixed", corev1.PodRunning), pod("team-b", "d", "fixed", corev1.PodRunning)},
+			writers: []hicachev1alpha1.HiCacheDeployment{writer("team-a", "d", "fixed", "")},
+			want:    storeUse{deployments: []string{"team-b/d"}, pods: 1}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := usersOf(tc.scope, tc.pods, tc.writers)
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(storeUse{})); diff != "" {
+				t.Errorf("usersOf (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStoreUseDescribe(t *testing.T) {
+	cases := map[string]struct {
+		use  storeUse
+		want string
+	}{
+		"one here":   {use: storeUse{deployments: []string{"team-a/dsv4"}}, want: "HiCacheDeployment dsv4"},
+		"one there":  {use: storeUse{deployments: []string{"team-b/dsv4"}, pods: 2}, want: "HiCacheDeployment team-b/dsv4 (2 serving pods)"},
+		"pods alone": {use: storeUse{pods: 1}, want: "(1 serving pods)"},
+		"many, bounded": {use: storeUse{deployments: []string{"team-a/1", "team-a/2", "team-a/3", "team-a/4", "team-a/5", "team-a/6", "team-a/7"}, pods: 10},
+			want: "HiCacheDeployments 1, 2, 3, 4, 5 and 2 more (10 serving pods)"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.use.describe("team-a"); got != tc.want {
+				t.Errorf("describe = %q, want %q", got, tc.want)
+			}
+			if got := tc.use.describe("a"); len(got) > 200 {
+				t.Errorf("describe is %d characters long", len(got))
+			}
+		})
 	}
 }
 
@@ -318,5 +467,85 @@ func TestTruncate(t *testing.T) {
 				t.Errorf("truncate(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestConflictWith(t *testing.T) {
+	at := func(sec int) metav1.Time { return metav1.NewTime(t0.Add(time.Duration(sec) * time.Second)) }
+	// writer is a deployment whose status records namespace "shared" under layout, since the
+	// given second (-1: recorded before since was kept; nil status with layout "").
+	writer := func(ns, name string, created int, layout string, since int) hicachev1alpha1.HiCacheDeployment {
+		h := hicachev1alpha1.HiCacheDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name), CreationTimestamp: at(created)}}
+		if layout != "" {
+			h.Status.Cache = &hicachev1alpha1.CacheStatus{Namespace: "shared", LayoutHash: layout, ShortHash: layout[:1]}
+			if since >= 0 {
+				s := at(since)
+				h.Status.Cache.Since = &s
+			}
+		}
+		return h
+	}
+	cases := map[string]struct {
+		self    hicachev1alpha1.HiCacheDeployment
+		layout  string
+		writers []hicachev1alpha1.HiCacheDeployment
+		want    string
+	}{
+		"alone": {self: writer("a", "me", 0, "", 0), layout: "A"},
+		"the same layout shares": {self: writer("a", "me", 0, "", 0), layout: "A",
+			writers: []hicachev1alpha1.HiCacheDeployment{writer("b", "other", 10, "A", 10)}},
+		"a newcomer yields to a recorded writer, however old it is": {self: writer("a", "me", 0, "", 0), layout: "B",
+			writers: []hicachev1alpha1.HiCacheDeployment{writer("b", "other", 10, "A", 10)}, want: "b/other"},
+		"the first to record keeps it": {self: writer("a", "me", 0, "B", 20), layout: "B",
+			writers: []hicachev1alpha1.HiCacheDeployment{writer("b", "other", 10, "A", 10)}, want: "b/other"},
+		"the later recorder yields": {self: writer("a", "me", 50, "B", 5), layout: "B",
+			writers: []hicachev1alpha1.HiCacheDeployment{writer("b", "other", 10, "A", 10)}},
+		"recorded in the same second: the older deployment keeps it": {self: writer("a", "me", 3, "B", 10), layout: "B",
+			writers: []hicachev1alpha1.HiCacheDeployment{writer("b", "other", 2, "A", 10)}, want: "b/other"},
+		"then the smaller namespace/name": {self: writer("b", "me", 2, "B", 10), layout: "B",
+			writers: []hicachev1alpha1.HiCacheDeployment{writer("a", "other", 2, "A", 10)}, want: "a/other"},
+		"recorded before since was kept counts as first": {self: writer("a", "me", 0, "B", 1), layout: "B",
+			writers: []hicachev1alpha1.HiCacheDeployment{writer("b", "other", 10, "A", -1)}, want: "b/other"},
+		"the strongest of several is named": {self: writer("z", "me", 0, "", 0), layout: "C",
+			writers: []hicachev1alpha1.HiCacheDeployment{writer("b", "late", 1, "A", 30), writer("c", "early", 5, "B", 20), writer("d", "same", 0, "C", 1)}, want: "c/early"},
+		"a writer whose claim is another namespace is not a conflict": {self: writer("a", "me", 0, "", 0), layout: "B",
+			writers: []hicachev1alpha1.HiCacheDeployment{func() hicachev1alpha1.HiCacheDeployment {
+				w := writer("b", "other", 0, "A", 0)
+				w.Status.Cache.Namespace = "elsewhere"
+				return w
+			}()}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := ""
+			if w := conflictWith(&tc.self, "shared", tc.layout, tc.writers); w != nil {
+				got = w.Namespace + "/" + w.Name
+			}
+			if got != tc.want {
+				t.Errorf("conflictWith = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	// Decided alike from either side: of two writers of different layouts exactly one yields.
+	a, b := writer("a", "x", 5, "A", 7), writer("b", "y", 5, "B", 7)
+	if (conflictWith(&a, "shared", "A", []hicachev1alpha1.HiCacheDeployment{b}) == nil) == (conflictWith(&b, "shared", "B", []hicachev1alpha1.HiCacheDeployment{a}) == nil) {
+		t.Error("two writers of one namespace under different layouts both keep it, or both yield")
+	}
+}
+
+func TestHeldCacheDropsTheClaim(t *testing.T) {
+	h := makeHCD("q").TP(4).Storage("mc").Obj()
+	since := t0
+	old := &hicachev1alpha1.CacheStatus{Namespace: "shared", LayoutHash: "abc", ShortHash: "a", Backend: "mc", Since: &since,
+		StaleNamespaces: []hicachev1alpha1.StaleNamespace{{Namespace: "older"}}}
+	got := heldCache(old, h, "shared")
+	if got.Namespace != "" || got.LayoutHash != "" || got.Since != nil || len(got.StaleNamespaces) != 1 || old.Namespace != "shared" {
+		t.Errorf("held cache %+v (old %+v): want the claim on shared dropped, the stale list kept, old untouched", got, old)
+	}
+	if got := heldCache(old, h, "other"); got.Namespace != "shared" {
+		t.Errorf("a claim on another namespace was dropped: %+v", got)
+	}
+	if got := heldCache(nil, h, "shared"); got.Backend != "mc" || got.Namespace != "" {
+		t.Errorf("held cache of a new deployment %+v", got)
 	}
 }

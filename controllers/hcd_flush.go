@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,11 +27,29 @@ func fixedLayoutChange(hcd *hicachev1alpha1.HiCacheDeployment, res *resolve.Reso
 		old != nil && old.LayoutHash != "" && old.LayoutHash != res.Fingerprint && old.Namespace == res.Namespace
 }
 
-// flushName is the CacheFlush a deployment creates for one stale namespace at one generation of
-// its spec: deterministic, so a repeated reconcile never creates a second one, and new for every
-// later change, so a namespace that goes stale again is flushed again.
-func flushName(hcd, namespace string, generation int64) string {
-	return boundedName(fmt.Sprintf("%s-flush-%s-g%d", hcd, namespace, generation), 253)
+// Labels and annotations of the flushes the operator asks for: what they remove, so that every
+// deployment that left one namespace of a store under one layout finds the same flush.
+const (
+	// LabelStore is storeHash of the store a flush removes from.
+	LabelStore = "hicache.io/store"
+	// LabelLayout is the short fingerprint of the layout whose objects a flush removes.
+	LabelLayout = "hicache.io/layout"
+	// AnnotationFlushSequence numbers the flushes of one namespace, store and layout: a later
+	// return to a layout is a new layout generation, flushed by a new flush.
+	AnnotationFlushSequence = "hicache.io/flush-sequence"
+	// AnnotationRequestedBy is the deployment, namespace/name, that created a flush.
+	AnnotationRequestedBy = "hicache.io/requested-by"
+)
+
+// flushName is the CacheFlush of one layout generation of an L3 namespace of a store: the same
+// for every deployment that left it, so a repeated or concurrent request never creates a second
+// one, and new for every later generation (seq), so a namespace that goes stale again is flushed
+// again.
+func flushName(l3, layout, storeID string, seq int) string {
+	if layout == "" {
+		layout = "0"
+	}
+	return boundedName(fmt.Sprintf("%s-%s-%s-%d", l3, layout, storeHash(storeID)[:8], seq), 253)
 }
 
 // boundedName cuts a name to max characters, replacing the cut part by a hash of the whole so
@@ -44,38 +63,120 @@ func boundedName(name string, max int) string {
 	return strings.TrimRight(name[:max-len(suffix)], "-.") + suffix
 }
 
-// buildFlush is a flush of one namespace of a backend, owned by the deployment.
-func buildFlush(hcd *hicachev1alpha1.HiCacheDeployment, name, backend, namespace, reason string) *hicachev1alpha1.CacheFlush {
-	return &hicachev1alpha1.CacheFlush{
-		TypeMeta: metav1.TypeMeta{APIVersion: hicachev1alpha1.GroupVersion.String(), Kind: "CacheFlush"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: hcd.Namespace, Labels: commonLabels(hcd),
-			OwnerReferences: []metav1.OwnerReference{ownerRef(hcd)},
-		},
-		Spec: hicachev1alpha1.CacheFlushSpec{
-			BackendRef: hicachev1alpha1.LocalObjectReference{Name: backend},
-			Scope:      hicachev1alpha1.FlushScopeNamespace,
-			Namespace:  namespace,
-			Force:      ptr.To(true),
-			Reason:     truncate(reason, 1024),
-		},
-	}
+// flushRequest is a flush of one layout generation of an L3 namespace of a store.
+type flushRequest struct {
+	storeID, namespace, layout string
+	// since is when the requester started writing the namespace under layout: a flush created
+	// since then removes what it wrote (one that executes checks first that nothing writes).
+	// nil: only a flush that has not finished yet counts.
+	since *metav1.Time
+	// home is the backend the flush runs through: the store's oldest, so that requests from
+	// deployments in different Kubernetes namespaces meet on one object.
+	home   *hicachev1alpha1.CacheBackend
+	reason string
+	// drainedFor is set when the requester stopped its writers for this flush.
+	drainedFor *hicachev1alpha1.HiCacheDeployment
+	requester  string
 }
 
-// createFlush creates a flush unless it exists; it returns the flush as it is.
-func (r *HiCacheDeploymentReconciler) createFlush(ctx context.Context, cf *hicachev1alpha1.CacheFlush) (*hicachev1alpha1.CacheFlush, error) {
-	var cur hicachev1alpha1.CacheFlush
-	err := r.Get(ctx, client.ObjectKeyFromObject(cf), &cur)
-	if err == nil {
-		return &cur, nil
+// pickFlush is the flush among those of one namespace, store and layout that removes what a
+// deployment wrote since since (completed first, then running, then failed), and the sequence
+// number a new one gets.
+func pickFlush(existing []hicachev1alpha1.CacheFlush, since *metav1.Time) (*hicachev1alpha1.CacheFlush, int) {
+	next := 1
+	var best *hicachev1alpha1.CacheFlush
+	rank := func(cf *hicachev1alpha1.CacheFlush) int {
+		switch {
+		case meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete):
+			return 3
+		case !finished(cf):
+			return 2
+		}
+		return 1
 	}
-	if !apierrors.IsNotFound(err) {
-		return nil, err
+	for i := range existing {
+		cf := &existing[i]
+		if n, err := strconv.Atoi(cf.Annotations[AnnotationFlushSequence]); err == nil && n >= next {
+			next = n + 1
+		}
+		if !cf.DeletionTimestamp.IsZero() {
+			continue
+		}
+		// Creation times have a resolution of a second: one created in the second writing started
+		// counts, since a flush executes only once nothing writes.
+		covers := (since != nil && !cf.CreationTimestamp.Time.Before(since.Time)) || (since == nil && !finished(cf))
+		if !covers {
+			continue
+		}
+		if best == nil || rank(cf) > rank(best) || (rank(cf) == rank(best) && cf.Name < best.Name) {
+			best = cf
+		}
 	}
-	if err := r.Create(ctx, cf); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, err
+	return best, next
+}
+
+// buildFlush is the flush of a request, numbered seq, beside its home backend and owned by it
+// (an owner must be in the same namespace; the flush goes with the backend).
+func buildFlush(req flushRequest, seq int) *hicachev1alpha1.CacheFlush {
+	cf := &hicachev1alpha1.CacheFlush{
+		TypeMeta: metav1.TypeMeta{APIVersion: hicachev1alpha1.GroupVersion.String(), Kind: "CacheFlush"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: flushName(req.namespace, req.layout, req.storeID, seq), Namespace: req.home.Namespace,
+			Labels: map[string]string{
+				"app.kubernetes.io/managed-by": FieldOwner,
+				LabelStore:                     storeHash(req.storeID),
+				LabelCacheNamespace:            req.namespace,
+				LabelLayout:                    req.layout,
+			},
+			Annotations: map[string]string{
+				AnnotationFlushSequence: strconv.Itoa(seq),
+				AnnotationRequestedBy:   req.requester,
+			},
+			OwnerReferences: backendOwner(req.home),
+		},
+		Spec: hicachev1alpha1.CacheFlushSpec{
+			BackendRef: hicachev1alpha1.LocalObjectReference{Name: req.home.Name},
+			Scope:      hicachev1alpha1.FlushScopeNamespace,
+			Namespace:  req.namespace,
+			Force:      ptr.To(true),
+			Reason:     truncate(req.reason, 1024),
+		},
 	}
-	return cf, nil
+	if req.drainedFor != nil {
+		cf.Annotations[AnnotationDrainedFor] = string(req.drainedFor.UID)
+	}
+	return cf
+}
+
+// requestFlush returns the flush that removes a layout generation of a namespace: one that
+// exists (asked for by this or another deployment, in any Kubernetes namespace), or a new one.
+func (r *HiCacheDeploymentReconciler) requestFlush(ctx context.Context, req flushRequest) (*hicachev1alpha1.CacheFlush, bool, error) {
+	var list hicachev1alpha1.CacheFlushList
+	if err := r.List(ctx, &list, client.MatchingLabels{
+		LabelStore: storeHash(req.storeID), LabelCacheNamespace: req.namespace, LabelLayout: req.layout}); err != nil {
+		return nil, false, fmt.Errorf("listing the flushes of namespace %s: %w", req.namespace, err)
+	}
+	cover, seq := pickFlush(list.Items, req.since)
+	if cover != nil {
+		return cover, false, nil
+	}
+	if backends, err := storeBackends(ctx, r.Client, req.storeID); err != nil {
+		return nil, false, err
+	} else if len(backends) > 0 {
+		req.home = &backends[0]
+	}
+	cf := buildFlush(req, seq)
+	if err := r.Create(ctx, cf); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, false, fmt.Errorf("creating CacheFlush %s/%s: %w", cf.Namespace, cf.Name, err)
+		}
+		var cur hicachev1alpha1.CacheFlush
+		if err := r.Get(ctx, client.ObjectKeyFromObject(cf), &cur); err != nil {
+			return nil, false, fmt.Errorf("reading CacheFlush %s/%s: %w", cf.Namespace, cf.Name, err)
+		}
+		return &cur, false, nil
+	}
+	return cf, true, nil
 }
 
 // drainAndFlush stops every writer of a Fixed namespace, flushes it, and lets the new layout
@@ -88,49 +189,40 @@ func (r *HiCacheDeploymentReconciler) drainAndFlush(ctx context.Context, hcd *hi
 			"The cache layout changed (%s → %s) under the fixed namespace %s: stopping every serving group, flushing the namespace, then starting the new layout",
 			old.ShortHash, obs.resolved.ShortHash, ns)
 	}
+	id := storeIDOf(obs.backendObj)
 	// 0. A Fixed namespace belongs to one deployment: stopping this one's writers could never
-	// empty a namespace another deployment keeps writing, so nothing is stopped.
-	var others hicachev1alpha1.HiCacheDeploymentList
-	if err := r.List(ctx, &others, client.InNamespace(hcd.Namespace), client.MatchingFields{backendRefIndex: hcd.Spec.Storage.BackendRef.Name}); err != nil {
+	// empty a namespace another deployment of the store keeps writing, so nothing is stopped.
+	others, err := storeUsers(ctx, r.Client, storeScope{store: id, namespace: ns, ignore: hcd.Namespace + "/" + hcd.Name})
+	if err != nil {
 		return err
 	}
-	for i := range others.Items {
-		o := &others.Items[i]
-		if o.UID != hcd.UID && o.Status.Cache != nil && o.Status.Cache.Namespace == ns {
-			obs.drain = fmt.Sprintf("the fixed namespace %s is also written by HiCacheDeployment %s, so it cannot be flushed; give each deployment its own spec.storage.namespace", ns, o.Name)
-			return nil
-		}
+	if others.inUse() {
+		obs.drain = truncate(fmt.Sprintf("the fixed namespace %s is also written by %s, so it cannot be flushed; give each deployment its own spec.storage.namespace",
+			ns, others.describe(hcd.Namespace)), 900)
+		return nil
 	}
 	// 1. Stop the writers: every group goes, and every pod of the deployment with it (also one a
 	// StatefulSet created while it was being deleted, which the garbage collector would only
 	// remove later).
-	for g, grp := range obs.groups {
-		if grp.sts.DeletionTimestamp.IsZero() {
-			if err := r.Delete(ctx, grp.sts, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-				return err
-			}
-		}
-		delete(obs.groups, g)
-	}
-	var left corev1.PodList
-	if err := r.List(ctx, &left, client.InNamespace(hcd.Namespace), client.MatchingLabels{LabelDeployment: hcd.Name}); err != nil {
+	stopped, err := r.stopGroups(ctx, hcd, obs, "")
+	if err != nil {
 		return err
 	}
-	if len(left.Items) > 0 {
-		if err := r.deletePods(ctx, left.Items); err != nil {
-			return err
-		}
-		obs.drain = fmt.Sprintf("stopping %d rank pods that write namespace %s", len(left.Items), ns)
+	if stopped > 0 {
+		obs.drain = fmt.Sprintf("stopping %d rank pods that write namespace %s", stopped, ns)
 		return nil
 	}
 	// 2. Flush the namespace, once.
-	cf, err := r.createFlush(ctx, buildFlush(hcd, flushName(hcd.Name, ns, hcd.Generation), hcd.Spec.Storage.BackendRef.Name, ns,
-		fmt.Sprintf("Layout of %s changed from %s to %s under the fixed namespace %s", hcd.Name, old.ShortHash, obs.resolved.ShortHash, ns)))
+	cf, _, err := r.requestFlush(ctx, flushRequest{
+		storeID: id, namespace: ns, layout: old.ShortHash, since: old.Since, home: obs.backendObj, drainedFor: hcd,
+		requester: hcd.Namespace + "/" + hcd.Name,
+		reason:    fmt.Sprintf("Layout of %s changed from %s to %s under the fixed namespace %s", hcd.Name, old.ShortHash, obs.resolved.ShortHash, ns),
+	})
 	if err != nil {
 		return err
 	}
 	if !meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete) {
-		obs.drain = fmt.Sprintf("waiting for CacheFlush %s of namespace %s", cf.Name, ns)
+		obs.drain = fmt.Sprintf("waiting for CacheFlush %s of namespace %s", relativeName(cf.Namespace+"/"+cf.Name, hcd.Namespace), ns)
 		if c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
 			obs.drain += ": " + c.Message
 		}
@@ -138,16 +230,49 @@ func (r *HiCacheDeploymentReconciler) drainAndFlush(ctx context.Context, hcd *hi
 	}
 	// 3. The namespace is empty: the new layout starts on the next reconcile.
 	obs.cache.LayoutHash, obs.cache.ShortHash, obs.cache.Facts = obs.resolved.Fingerprint, obs.resolved.ShortHash, obs.resolved.FactList()
+	obs.cache.Since = &obs.now
 	obs.cache.LastFlush = flushRecord(cf)
 	return nil
+}
+
+// stopGroups deletes the deployment's serving groups and their pods: every group, or those whose
+// pods write L3 namespace only. It returns how many pods are still there.
+func (r *HiCacheDeploymentReconciler) stopGroups(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, obs *observed, only string) (int, error) {
+	for g, grp := range obs.groups {
+		if only != "" && grp.sts.Spec.Template.Labels[LabelCacheNamespace] != only {
+			continue
+		}
+		if grp.sts.DeletionTimestamp.IsZero() {
+			if err := r.Delete(ctx, grp.sts, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+				return 0, err
+			}
+		}
+		delete(obs.groups, g)
+	}
+	labels := client.MatchingLabels{LabelDeployment: hcd.Name}
+	if only != "" {
+		labels[LabelCacheNamespace] = only
+	}
+	var left corev1.PodList
+	if err := r.List(ctx, &left, client.InNamespace(hcd.Namespace), labels); err != nil {
+		return 0, err
+	}
+	if len(left.Items) > 0 {
+		if err := r.deletePods(ctx, left.Items); err != nil {
+			return 0, err
+		}
+	}
+	return len(left.Items), nil
 }
 
 func flushRecord(cf *hicachev1alpha1.CacheFlush) *hicachev1alpha1.FlushRecord {
 	return &hicachev1alpha1.FlushRecord{Name: cf.Name, Namespace: cf.Spec.Namespace, Removed: cf.Status.Removed, CompletionTime: cf.Status.CompletionTime}
 }
 
-// reconcileStaleNamespaces creates a CacheFlush for each namespace an older layout left behind,
-// once no serving pod and no other deployment uses it, and forgets it when the flush completed.
+// reconcileStaleNamespaces asks for the flush of each namespace an older layout left behind,
+// once no serving pod and no other deployment of the store uses it, and forgets it when the
+// flush completed. Deployments that left one namespace of a store under one layout share one
+// flush.
 func (r *HiCacheDeploymentReconciler) reconcileStaleNamespaces(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) error {
 	cs := obs.cache
 	if cs == nil || len(cs.StaleNamespaces) == 0 {
@@ -160,7 +285,7 @@ func (r *HiCacheDeploymentReconciler) reconcileStaleNamespaces(ctx context.Conte
 	}
 	keep := cs.StaleNamespaces[:0:0]
 	for _, s := range cs.StaleNamespaces {
-		s.BlockedBy = ""
+		s.Blocked, s.BlockedBy = "", ""
 		backend := s.Backend
 		if backend == "" && hcd.Spec.Storage != nil {
 			backend = hcd.Spec.Storage.BackendRef.Name
@@ -170,10 +295,14 @@ func (r *HiCacheDeploymentReconciler) reconcileStaleNamespaces(ctx context.Conte
 		}
 		if s.Flush != "" {
 			var cf hicachev1alpha1.CacheFlush
-			err := r.Get(ctx, client.ObjectKey{Namespace: hcd.Namespace, Name: s.Flush}, &cf)
+			key := client.ObjectKey{Namespace: hcd.Namespace, Name: s.Flush}
+			if s.FlushNamespace != "" {
+				key.Namespace = s.FlushNamespace
+			}
+			err := r.Get(ctx, key, &cf)
 			switch {
 			case apierrors.IsNotFound(err):
-				s.Flush = "" // deleted by hand: decide again
+				s.Flush, s.FlushNamespace = "", "" // deleted: decide again
 			case err != nil:
 				return err
 			case meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete):
@@ -181,37 +310,64 @@ func (r *HiCacheDeploymentReconciler) reconcileStaleNamespaces(ctx context.Conte
 				continue // flushed: no longer stale
 			default:
 				if c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
-					s.BlockedBy = truncate("flush failed: "+c.Message, 512)
+					s.Blocked, s.BlockedBy = hicachev1alpha1.StaleFlushFailed, truncate("flush failed: "+c.Message, 512)
 				}
 				keep = append(keep, s)
 				continue
 			}
 		}
 		if policy == hicachev1alpha1.FlushManual {
+			s.Blocked = hicachev1alpha1.StaleManualPolicy
 			s.BlockedBy = fmt.Sprintf("flushPolicy is Manual: run kubectl hicache flush %s --prefix %s", backend, s.Namespace)
 			keep = append(keep, s)
 			continue
 		}
-		user, err := r.namespaceUser(ctx, hcd, backend, s.Namespace)
-		if err != nil {
-			return err
-		}
-		if user != "" {
-			s.BlockedBy = truncate("still used by "+user, 512)
+		var cb hicachev1alpha1.CacheBackend
+		if err := r.Get(ctx, client.ObjectKey{Namespace: hcd.Namespace, Name: backend}, &cb); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+			s.Blocked, s.BlockedBy = hicachev1alpha1.StaleBackendMissing, fmt.Sprintf("CacheBackend %s does not exist: nothing can flush the namespace there", backend)
 			keep = append(keep, s)
 			continue
 		}
-		cf, err := r.createFlush(ctx, buildFlush(hcd, flushName(hcd.Name, s.Namespace, hcd.Generation), backend, s.Namespace,
-			fmt.Sprintf("%s moved from layout %s (namespace %s) to %s (namespace %s); nothing uses the old namespace any more",
-				hcd.Name, s.LayoutHash, s.Namespace, obs.resolved.ShortHash, obs.resolved.Namespace)))
+		id := storeIDOf(&cb)
+		use, err := storeUsers(ctx, r.Client, storeScope{store: id, namespace: s.Namespace})
 		if err != nil {
 			return err
 		}
-		if s.Flush == "" {
-			r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonFlushRequested, "Flush",
-				"Namespace %s of the old layout %s is no longer used; CacheFlush %s removes it", s.Namespace, s.LayoutHash, cf.Name)
+		if use.inUse() {
+			s.Blocked, s.BlockedBy = hicachev1alpha1.StaleInUse, truncate("still used by "+use.describe(hcd.Namespace), 512)
+			keep = append(keep, s)
+			continue
 		}
-		s.Flush = cf.Name
+		since := s.WrittenSince
+		cf, created, err := r.requestFlush(ctx, flushRequest{
+			storeID: id, namespace: s.Namespace, layout: s.LayoutHash, since: since, home: &cb,
+			requester: hcd.Namespace + "/" + hcd.Name,
+			reason: fmt.Sprintf("%s moved from layout %s (namespace %s) to %s (namespace %s); nothing uses the old namespace any more",
+				hcd.Name, s.LayoutHash, s.Namespace, obs.resolved.ShortHash, obs.resolved.Namespace),
+		})
+		if err != nil {
+			return err
+		}
+		if meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete) {
+			cs.LastFlush = flushRecord(cf)
+			continue // another deployment's flush of the same generation removed it
+		}
+		name := relativeName(cf.Namespace+"/"+cf.Name, hcd.Namespace)
+		if created {
+			r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonFlushRequested, "Flush",
+				"Namespace %s of the old layout %s is no longer used; CacheFlush %s removes it", s.Namespace, s.LayoutHash, name)
+		} else if s.Flush == "" {
+			r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonFlushRequested, "Flush",
+				"Namespace %s of the old layout %s is no longer used; CacheFlush %s, asked for by %s, removes it", s.Namespace, s.LayoutHash, name,
+				relativeName(cf.Annotations[AnnotationRequestedBy], hcd.Namespace))
+		}
+		s.Flush, s.FlushNamespace = cf.Name, ""
+		if cf.Namespace != hcd.Namespace {
+			s.FlushNamespace = cf.Namespace
+		}
 		keep = append(keep, s)
 	}
 	if len(keep) == 0 {
@@ -221,38 +377,166 @@ func (r *HiCacheDeploymentReconciler) reconcileStaleNamespaces(ctx context.Conte
 	return nil
 }
 
-// namespaceUser names a serving pod or another deployment that still uses a namespace of a
-// backend, or "" when none does.
-func (r *HiCacheDeploymentReconciler) namespaceUser(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, backend, ns string) (string, error) {
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(hcd.Namespace), client.MatchingLabels{LabelCacheNamespace: ns, LabelBackend: backend}); err != nil {
-		return "", err
-	}
-	if len(pods.Items) > 0 {
-		return fmt.Sprintf("%d serving pods (e.g. %s)", len(pods.Items), pods.Items[0].Name), nil
-	}
-	var list hicachev1alpha1.HiCacheDeploymentList
-	if err := r.List(ctx, &list, client.InNamespace(hcd.Namespace), client.MatchingFields{backendRefIndex: backend}); err != nil {
-		return "", err
-	}
-	for i := range list.Items {
-		h := &list.Items[i]
-		if h.UID != hcd.UID && h.Status.Cache != nil && h.Status.Cache.Namespace == ns {
-			return "HiCacheDeployment " + h.Name, nil
-		}
-	}
-	return "", nil
-}
-
+// hasBlockedStale tells whether a stale namespace waits for another deployment's pods, which do
+// not wake this one: it polls while they hold it.
 func hasBlockedStale(cs *hicachev1alpha1.CacheStatus) bool {
 	if cs == nil {
 		return false
 	}
 	for _, s := range cs.StaleNamespaces {
-		// Another deployment's pods do not wake this one: poll while they hold a namespace.
-		if strings.HasPrefix(s.BlockedBy, "still used by") {
+		if s.Blocked == hicachev1alpha1.StaleInUse {
 			return true
 		}
 	}
 	return false
+}
+
+// claim is a deployment's claim on an L3 namespace of a store, to decide which of two
+// deployments that would write it under different layouts keeps it.
+type claim struct {
+	key string // namespace/name
+	// recorded: the deployment's status records that it writes the namespace under its layout.
+	recorded bool
+	// since is when it recorded that; nil with recorded means before this was kept (earliest).
+	since   *metav1.Time
+	created metav1.Time
+}
+
+// keeps tells whether a keeps the namespace against b: the one that recorded it first in
+// status, else the older deployment, then the smaller namespace/name. Every input is in the
+// API objects, so every reconcile, in any process, decides the same.
+func keeps(a, b claim) bool {
+	if a.recorded != b.recorded {
+		return a.recorded
+	}
+	if a.recorded {
+		var as, bs metav1.Time
+		if a.since != nil {
+			as = *a.since
+		}
+		if b.since != nil {
+			bs = *b.since
+		}
+		if !as.Equal(&bs) {
+			return as.Before(&bs)
+		}
+	}
+	if !a.created.Equal(&b.created) {
+		return a.created.Before(&b.created)
+	}
+	return a.key < b.key
+}
+
+// claimOf is what a deployment's status claims of L3 namespace ns under layout fingerprint.
+func claimOf(h *hicachev1alpha1.HiCacheDeployment, ns, fingerprint string) claim {
+	c := claim{key: h.Namespace + "/" + h.Name, created: h.CreationTimestamp}
+	if cs := h.Status.Cache; cs != nil && cs.Namespace == ns && cs.LayoutHash == fingerprint {
+		c.recorded, c.since = true, cs.Since
+	}
+	return c
+}
+
+// conflictWith is the deployment that keeps L3 namespace ns of a store against self, which
+// would write it under layout fingerprint: among the writers of ns with another layout, the one
+// with the strongest claim, if it beats self's; nil when self may write ns.
+func conflictWith(self *hicachev1alpha1.HiCacheDeployment, ns, fingerprint string, writers []hicachev1alpha1.HiCacheDeployment) *hicachev1alpha1.HiCacheDeployment {
+	mine := claimOf(self, ns, fingerprint)
+	var best *hicachev1alpha1.HiCacheDeployment
+	var bestClaim claim
+	for i := range writers {
+		w := &writers[i]
+		cs := w.Status.Cache
+		if w.UID == self.UID || cs == nil || cs.Namespace != ns || cs.LayoutHash == "" || cs.LayoutHash == fingerprint {
+			continue
+		}
+		c := claimOf(w, ns, cs.LayoutHash)
+		if keeps(c, mine) && (best == nil || keeps(c, bestClaim)) {
+			best, bestClaim = w, c
+		}
+	}
+	return best
+}
+
+// holdForConflict holds a deployment whose namespace another deployment of the store writes
+// under another layout: no serving group writes it, and the status claims it no more, until the
+// other is gone; then what the other wrote is flushed before this one writes the namespace. It
+// tells whether the deployment is held.
+func (r *HiCacheDeploymentReconciler) holdForConflict(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) (bool, error) {
+	res := obs.resolved
+	if hcd.Spec.Storage == nil || res.Namespace == "" || obs.backendObj == nil {
+		return false, nil
+	}
+	id := storeIDOf(obs.backendObj)
+	writers, err := storeWriters(ctx, r.Client, id, res.Namespace)
+	if err != nil {
+		return false, err
+	}
+	old := hcd.Status.Cache
+	self := hcd.Namespace + "/" + hcd.Name
+	if other := conflictWith(hcd, res.Namespace, res.Fingerprint, writers); other != nil {
+		c := &hicachev1alpha1.NamespaceConflict{Namespace: res.Namespace, Deployment: other.Namespace + "/" + other.Name,
+			LayoutHash: other.Status.Cache.ShortHash, Since: &obs.now}
+		if old != nil && old.Conflict != nil && old.Conflict.Namespace == c.Namespace && old.Conflict.Since != nil {
+			c.Since = old.Conflict.Since
+		}
+		obs.cache = heldCache(old, hcd, res.Namespace)
+		obs.cache.Conflict = c
+		obs.conflict = c
+		_, err := r.stopGroups(ctx, hcd, obs, res.Namespace)
+		return true, err
+	}
+	if old == nil || old.Conflict == nil || old.Conflict.Namespace != res.Namespace {
+		return false, nil
+	}
+	// The other deployment is gone from the namespace: what it wrote there goes first, unless
+	// deployments of this layout write it already (they share it). While its pods stop, wait.
+	others, err := storeUsers(ctx, r.Client, storeScope{store: id, namespace: res.Namespace, ignore: self})
+	if err != nil {
+		return false, err
+	}
+	if others.inUse() {
+		same := map[string]bool{}
+		for i := range writers {
+			if w := &writers[i]; w.Status.Cache.LayoutHash == res.Fingerprint {
+				same[w.Namespace+"/"+w.Name] = true
+			}
+		}
+		if len(same) > 0 {
+			return false, nil
+		}
+		obs.cache = heldCache(old, hcd, res.Namespace)
+		obs.cache.Conflict = old.Conflict.DeepCopy()
+		obs.takeover = fmt.Sprintf("namespace %s holds what %s wrote under layout %s: waiting for %s to stop writing it, then for its flush",
+			res.Namespace, relativeName(old.Conflict.Deployment, hcd.Namespace), old.Conflict.LayoutHash, others.describe(hcd.Namespace))
+		return true, nil
+	}
+	cf, _, err := r.requestFlush(ctx, flushRequest{
+		storeID: id, namespace: res.Namespace, layout: old.Conflict.LayoutHash, since: old.Conflict.Since, home: obs.backendObj, requester: self,
+		reason: fmt.Sprintf("%s writes namespace %s, which %s wrote under layout %s", hcd.Name, res.Namespace, old.Conflict.Deployment, old.Conflict.LayoutHash),
+	})
+	if err != nil {
+		return false, err
+	}
+	if !meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete) {
+		obs.cache = heldCache(old, hcd, res.Namespace)
+		obs.cache.Conflict = old.Conflict.DeepCopy()
+		obs.takeover = fmt.Sprintf("namespace %s holds what %s wrote under layout %s: waiting for CacheFlush %s to remove it before writing it",
+			res.Namespace, relativeName(old.Conflict.Deployment, hcd.Namespace), old.Conflict.LayoutHash, relativeName(cf.Namespace+"/"+cf.Name, hcd.Namespace))
+		return true, nil
+	}
+	obs.cache.LastFlush = flushRecord(cf)
+	return false, nil
+}
+
+// heldCache is the cache status of a held deployment: the one it had, without a claim on the
+// contested namespace.
+func heldCache(old *hicachev1alpha1.CacheStatus, hcd *hicachev1alpha1.HiCacheDeployment, contested string) *hicachev1alpha1.CacheStatus {
+	cs := &hicachev1alpha1.CacheStatus{Backend: hcd.Spec.Storage.BackendRef.Name}
+	if old != nil {
+		cs = old.DeepCopy()
+	}
+	if cs.Namespace == contested {
+		cs.Namespace, cs.LayoutHash, cs.ShortHash, cs.Facts, cs.Since = "", "", "", nil, nil
+	}
+	return cs
 }

@@ -99,6 +99,16 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 	if hcd.Spec.Storage != nil {
 		stale := groupsOffLayout(obs, res)
 		switch {
+		case obs.conflict != nil:
+			msg := conflictMessage(hcd, obs.conflict)
+			set(hicachev1alpha1.ConditionCacheLayoutCurrent, metav1.ConditionFalse, hicachev1alpha1.ReasonNamespaceConflict, msg)
+			set(hicachev1alpha1.ConditionProgressing, metav1.ConditionFalse, hicachev1alpha1.ReasonNamespaceConflict, msg)
+			if len(obs.groups) == 0 {
+				set(hicachev1alpha1.ConditionReady, metav1.ConditionFalse, hicachev1alpha1.ReasonNamespaceConflict, msg)
+			}
+		case obs.takeover != "":
+			set(hicachev1alpha1.ConditionCacheLayoutCurrent, metav1.ConditionFalse, hicachev1alpha1.ReasonWaitingForFlush, "The "+obs.takeover)
+			set(hicachev1alpha1.ConditionProgressing, metav1.ConditionTrue, hicachev1alpha1.ReasonWaitingForFlush, "The "+obs.takeover)
 		case obs.drain != "":
 			set(hicachev1alpha1.ConditionCacheLayoutCurrent, metav1.ConditionFalse, hicachev1alpha1.ReasonWaitingForFlush,
 				"The layout changed under a fixed namespace: "+obs.drain)
@@ -115,6 +125,13 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 		meta.RemoveStatusCondition(&st.Conditions, hicachev1alpha1.ConditionCacheLayoutCurrent)
 	}
 	return st
+}
+
+// conflictMessage says why a deployment is held and what ends it.
+func conflictMessage(hcd *hicachev1alpha1.HiCacheDeployment, c *hicachev1alpha1.NamespaceConflict) string {
+	return truncate(fmt.Sprintf("L3 namespace %s of this store is written by HiCacheDeployment %s under another layout (%s): two layouts must never share a namespace, "+
+		"so no serving group of %s writes it until %s leaves it; give this deployment its own spec.storage.namespace, or the same layout",
+		c.Namespace, relativeName(c.Deployment, hcd.Namespace), c.LayoutHash, hcd.Name, relativeName(c.Deployment, hcd.Namespace)), 1024)
 }
 
 func setReady(set func(string, metav1.ConditionStatus, string, string), st *hicachev1alpha1.HiCacheDeploymentStatus, desired int32) {
@@ -212,6 +229,13 @@ func cacheStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicache
 		facts[i] = truncate(facts[i], 256)
 	}
 	cs.Facts = facts
+	// since: when this namespace, layout and backend were first recorded.
+	if cs.Namespace != "" {
+		cs.Since = &obs.now
+		if old != nil && old.Since != nil && old.Namespace == cs.Namespace && old.LayoutHash == cs.LayoutHash && old.Backend == cs.Backend {
+			cs.Since = old.Since
+		}
+	}
 	if old != nil {
 		cs.StaleNamespaces = append(cs.StaleNamespaces, old.StaleNamespaces...)
 		cs.LastFlush = old.LastFlush
@@ -223,7 +247,7 @@ func cacheStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicache
 		// moved to another backend (the old one keeps the objects).
 		if old.Namespace != "" && (old.Namespace != cs.Namespace || oldBackend != cs.Backend) && !hasStale(cs.StaleNamespaces, old.Namespace, oldBackend) {
 			cs.StaleNamespaces = append(cs.StaleNamespaces, hicachev1alpha1.StaleNamespace{
-				Namespace: old.Namespace, Backend: oldBackend, LayoutHash: old.ShortHash, Since: obs.now})
+				Namespace: old.Namespace, Backend: oldBackend, LayoutHash: old.ShortHash, Since: obs.now, WrittenSince: old.Since})
 		}
 	}
 	// A namespace the current layout writes again is not stale.

@@ -428,7 +428,7 @@ func TestCacheStatus(t *testing.T) {
 	earlier := metav1.NewTime(t0.Add(-time.Hour))
 	flush := &hicachev1alpha1.FlushRecord{Name: "q-flush-hc-x", Namespace: "hc-x", Removed: 7}
 	current := func(r *resolve.Resolved) *hicachev1alpha1.CacheStatus {
-		return &hicachev1alpha1.CacheStatus{LayoutHash: r.Fingerprint, ShortHash: r.ShortHash, Namespace: r.Namespace, Backend: "mc", Facts: r.FactList()}
+		return &hicachev1alpha1.CacheStatus{LayoutHash: r.Fingerprint, ShortHash: r.ShortHash, Namespace: r.Namespace, Backend: "mc", Facts: r.FactList(), Since: &t0}
 	}
 	cases := map[string]struct {
 		hcd  *hicachev1alpha1.HiCacheDeployment
@@ -442,7 +442,7 @@ func TestCacheStatus(t *testing.T) {
 			hcd: makeHCD("q").TP(4).Obj(),
 			want: func() *hicachev1alpha1.CacheStatus {
 				cs := current(r1)
-				cs.Namespace, cs.Backend = "", ""
+				cs.Namespace, cs.Backend, cs.Since = "", "", nil
 				return cs
 			},
 		},
@@ -453,6 +453,24 @@ func TestCacheStatus(t *testing.T) {
 				cs := current(r2)
 				cs.LastFlush = flush
 				cs.StaleNamespaces = []hicachev1alpha1.StaleNamespace{{Namespace: r1.Namespace, Backend: "mc", LayoutHash: r1.ShortHash, Since: t0}}
+				return cs
+			},
+		},
+		"the same layout keeps when it started writing": {
+			hcd: withCache(base, &hicachev1alpha1.CacheStatus{
+				LayoutHash: r1.Fingerprint, ShortHash: r1.ShortHash, Namespace: r1.Namespace, Backend: "mc", Since: &earlier}),
+			want: func() *hicachev1alpha1.CacheStatus {
+				cs := current(r1)
+				cs.Since = &earlier
+				return cs
+			},
+		},
+		"a stale namespace records since when it was written": {
+			hcd: makeHCD("q").TP(4).KVDType("fp8_e4m3").Storage("mc").Cache(&hicachev1alpha1.CacheStatus{
+				LayoutHash: r1.Fingerprint, ShortHash: r1.ShortHash, Namespace: r1.Namespace, Backend: "mc", Since: &earlier}).Obj(),
+			want: func() *hicachev1alpha1.CacheStatus {
+				cs := current(r2)
+				cs.StaleNamespaces = []hicachev1alpha1.StaleNamespace{{Namespace: r1.Namespace, Backend: "mc", LayoutHash: r1.ShortHash, Since: t0, WrittenSince: &earlier}}
 				return cs
 			},
 		},

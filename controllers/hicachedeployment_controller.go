@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -61,6 +63,7 @@ type observed struct {
 	resolved   *resolve.Resolved
 	resolveErr error
 	backend    *resolve.Backend
+	backendObj *hicachev1alpha1.CacheBackend
 	backendErr *conditionError
 	groups     map[int]*group
 	desired    map[int]string // group → desired template hash
@@ -73,6 +76,11 @@ type observed struct {
 	// drain is set while a Fixed-namespace deployment stops its writers and flushes before
 	// starting a new layout; it says what the drain waits for.
 	drain string
+	// conflict is set while another deployment of the store writes the namespace under another
+	// layout: this one is held.
+	conflict *hicachev1alpha1.NamespaceConflict
+	// takeover says what a deployment waits for before writing a namespace another layout wrote.
+	takeover string
 	// recreateWait is how long until a failing group may be recreated again.
 	recreateWait time.Duration
 }
@@ -104,15 +112,19 @@ func (r *HiCacheDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	}
 	if obs.resolveErr == nil {
 		// 3. The backend the ranks will write to.
-		obs.backend, obs.backendErr = r.backendEndpoints(ctx, &hcd)
+		obs.backend, obs.backendObj, obs.backendErr = r.backendEndpoints(ctx, &hcd)
 		obs.cache = cacheStatus(&hcd, obs)
 		// 4. Children, group by group; with the Fixed strategy a breaking change first stops
 		// every writer and flushes the namespace.
 		if obs.backendErr == nil {
+			held := false
 			if fixedLayoutChange(&hcd, obs.resolved) {
 				obs.applyErr = r.drainAndFlush(ctx, &hcd, obs)
+			} else {
+				// A namespace written by two layouts is never served.
+				held, obs.applyErr = r.holdForConflict(ctx, &hcd, obs)
 			}
-			if obs.applyErr == nil && obs.drain == "" {
+			if obs.applyErr == nil && obs.drain == "" && !held {
 				obs.applyErr = r.reconcileChildren(ctx, &hcd, obs)
 			}
 		}
@@ -139,7 +151,7 @@ func (r *HiCacheDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	if obs.recreateWait > 0 {
 		return ctrl.Result{RequeueAfter: obs.recreateWait}, nil
 	}
-	if obs.drain != "" || hasBlockedStale(obs.cache) {
+	if obs.drain != "" || obs.conflict != nil || obs.takeover != "" || hasBlockedStale(obs.cache) {
 		// Waiting on pods to go, a flush to finish or a namespace to be freed: the watches bring
 		// us back, and a slow poll covers what they do not see (another deployment's pods).
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
@@ -180,18 +192,18 @@ func (r *HiCacheDeploymentReconciler) observeGroups(ctx context.Context, hcd *hi
 }
 
 // backendEndpoints reads the referenced CacheBackend; it must exist and be Ready.
-func (r *HiCacheDeploymentReconciler) backendEndpoints(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment) (*resolve.Backend, *conditionError) {
+func (r *HiCacheDeploymentReconciler) backendEndpoints(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment) (*resolve.Backend, *hicachev1alpha1.CacheBackend, *conditionError) {
 	if hcd.Spec.Storage == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	name := hcd.Spec.Storage.BackendRef.Name
 	var cb hicachev1alpha1.CacheBackend
 	if err := r.Get(ctx, types.NamespacedName{Namespace: hcd.Namespace, Name: name}, &cb); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &conditionError{hicachev1alpha1.ReasonBackendNotFound,
+			return nil, nil, &conditionError{hicachev1alpha1.ReasonBackendNotFound,
 				fmt.Sprintf("CacheBackend %q does not exist in namespace %s: create it, or fix spec.storage.backendRef.name", name, hcd.Namespace)}
 		}
-		return nil, &conditionError{hicachev1alpha1.ReasonBackendNotReady, fmt.Sprintf("reading CacheBackend %q: %v", name, err)}
+		return nil, nil, &conditionError{hicachev1alpha1.ReasonBackendNotReady, fmt.Sprintf("reading CacheBackend %q: %v", name, err)}
 	}
 	ready := meta.FindStatusCondition(cb.Status.Conditions, hicachev1alpha1.ConditionReady)
 	if ready == nil || ready.Status != metav1.ConditionTrue || cb.Status.Endpoints == nil || cb.Status.Endpoints.RPCAddress == "" {
@@ -199,7 +211,7 @@ func (r *HiCacheDeploymentReconciler) backendEndpoints(ctx context.Context, hcd 
 		if ready != nil && ready.Message != "" {
 			msg += ": " + ready.Message
 		}
-		return nil, &conditionError{hicachev1alpha1.ReasonBackendNotReady, msg + "; serving groups start once it is"}
+		return nil, nil, &conditionError{hicachev1alpha1.ReasonBackendNotReady, msg + "; serving groups start once it is"}
 	}
 	be := &resolve.Backend{Name: name, RPCAddress: cb.Status.Endpoints.RPCAddress, MetadataServer: cb.Status.Endpoints.MetadataServer}
 	// Ranks ask the master's admin port too (master_metrics_port), which the backend publishes.
@@ -213,7 +225,7 @@ func (r *HiCacheDeploymentReconciler) backendEndpoints(ctx context.Context, hcd 
 			}
 		}
 	}
-	return be, nil
+	return be, &cb, nil
 }
 
 // reconcileChildren applies the ConfigMap and Services, then the groups, rolling at most
@@ -539,6 +551,11 @@ func (r *HiCacheDeploymentReconciler) emitEvents(hcd *hicachev1alpha1.HiCacheDep
 			"The cache layout changed (%s → %s): new ranks write under L3 namespace %s; %s is stale and is flushed once nothing uses it",
 			old.ShortHash, cur.ShortHash, cur.Namespace, old.Namespace)
 	}
+	if c := obs.conflict; c != nil {
+		if prev := hcd.Status.Cache; prev == nil || prev.Conflict == nil || prev.Conflict.Deployment != c.Deployment || prev.Conflict.Namespace != c.Namespace {
+			r.Recorder.Eventf(hcd, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonNamespaceConflict, "Hold", "%s", conflictMessage(hcd, c))
+		}
+	}
 	for _, g := range obs.rolling {
 		r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonRollingOut, "Roll",
 			"Replacing all pods of serving group %d together with the new template", g)
@@ -578,6 +595,52 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return reqs
 	})
+	// A flush wakes the deployment that asked for it and those whose stale namespaces wait for it,
+	// in any namespace.
+	flushToHCD := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var reqs []reconcile.Request
+		if ns, name, ok := strings.Cut(o.GetAnnotations()[AnnotationRequestedBy], "/"); ok {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+		}
+		var list hicachev1alpha1.HiCacheDeploymentList
+		if err := mgr.GetClient().List(ctx, &list, client.MatchingFields{staleFlushIndex: o.GetNamespace() + "/" + o.GetName()}); err != nil {
+			return reqs
+		}
+		for i := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+		return reqs
+	})
+	// A deployment that starts or stops writing a namespace wakes the other writers of it on the
+	// store, one of which may have to yield it.
+	writersOfSame := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		h := o.(*hicachev1alpha1.HiCacheDeployment)
+		if h.Status.Cache == nil || h.Status.Cache.Namespace == "" || h.Status.Cache.Backend == "" {
+			return nil
+		}
+		var cb hicachev1alpha1.CacheBackend
+		if err := mgr.GetClient().Get(ctx, types.NamespacedName{Namespace: h.Namespace, Name: h.Status.Cache.Backend}, &cb); err != nil {
+			return nil
+		}
+		writers, err := storeWriters(ctx, mgr.GetClient(), storeIDOf(&cb), h.Status.Cache.Namespace)
+		if err != nil {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for i := range writers {
+			if writers[i].UID != h.UID {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&writers[i])})
+			}
+		}
+		return reqs
+	})
+	claimChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		a, b := e.ObjectOld.(*hicachev1alpha1.HiCacheDeployment).Status.Cache, e.ObjectNew.(*hicachev1alpha1.HiCacheDeployment).Status.Cache
+		if a == nil || b == nil {
+			return a != b
+		}
+		return a.Namespace != b.Namespace || a.LayoutHash != b.LayoutHash || a.Backend != b.Backend
+	}}
 	hasDeploymentLabel, err := predicate.LabelSelectorPredicate(metav1.LabelSelector{
 		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: LabelDeployment, Operator: metav1.LabelSelectorOpExists}}})
 	if err != nil {
@@ -591,6 +654,8 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&hicachev1alpha1.CacheFlush{}).
 		Watches(&corev1.Pod{}, podToHCD, builder.WithPredicates(hasDeploymentLabel)).
 		Watches(&hicachev1alpha1.CacheBackend{}, backendToHCD).
+		Watches(&hicachev1alpha1.CacheFlush{}, flushToHCD).
+		Watches(&hicachev1alpha1.HiCacheDeployment{}, writersOfSame, builder.WithPredicates(claimChanged)).
 		Named("hicachedeployment").
 		Complete(r)
 }

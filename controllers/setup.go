@@ -4,6 +4,7 @@
 package controllers
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"os"
@@ -149,6 +150,9 @@ func newAdminHTTPClient() *http.Client {
 // Setup registers every controller with the manager.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	opts = opts.withDefaults()
+	if err := registerIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	if err := (&CacheBackendReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cachebackend-controller"), Options: opts, Admin: opts.Admin}).SetupWithManager(mgr); err != nil {
 		return err
 	}

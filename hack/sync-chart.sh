@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Copies the generated CRDs and the manager's ClusterRole rules from config/ into the Helm chart,
+# Copies the generated CRDs, the manager's ClusterRole rules and the flush-override admission
+# policy and ClusterRole from config/ into the Helm chart,
 # so the chart is never edited by hand where config/ is the source.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,3 +23,18 @@ done
   echo "    {{- include \"hicache-operator.labels\" . | nindent 4 }}"
   sed -n '/^rules:/,$p' "${ROOT}/config/rbac/role.yaml"
 } > "${CHART}/templates/manager-clusterrole.yaml"
+
+# The admission policy that guards spec.allowInUse and the ClusterRole that grants it, under the
+# chart's names and labels.
+{
+  echo "# Generated from config/admission by hack/sync-chart.sh. Do not edit."
+  first=1
+  for f in flush_override_policy.yaml flush_override_role.yaml; do
+    [[ ${first} -eq 1 ]] || echo "---"
+    first=0
+    sed -e 's/^  name: flush-override$/  name: {{ include "hicache-operator.fullname" . }}-flush-override\n  labels:\n    {{- include "hicache-operator.labels" . | nindent 4 }}/' \
+        -e 's/^  policyName: flush-override$/  policyName: {{ include "hicache-operator.fullname" . }}-flush-override/' \
+        -e 's/hicache-operator-flush-override/{{ include "hicache-operator.fullname" . }}-flush-override/g' \
+        "${ROOT}/config/admission/${f}"
+  done
+} > "${CHART}/templates/flush-override.yaml"

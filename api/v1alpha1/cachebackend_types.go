@@ -191,6 +191,15 @@ type CacheBackendStatus struct {
 	// +optional
 	Endpoints *BackendEndpoints `json:"endpoints,omitempty"`
 
+	// storeID names the store this backend reaches: the master's RPC address in one normal form
+	// (host lowercased, a Service name fully qualified relative to this namespace, an IP literal
+	// canonical, the default port filled in). Backends with one storeID, in any namespace, are one
+	// store: a flush through one removes what the others' deployments wrote, so the operator
+	// checks every deployment of the store before it flushes.
+	// +kubebuilder:validation:MaxLength=320
+	// +optional
+	StoreID string `json:"storeID,omitempty"`
+
 	// capacityBytes is the memory the store has.
 	// +optional
 	CapacityBytes int64 `json:"capacityBytes,omitempty"`
@@ -264,7 +273,8 @@ type NamespaceUsage struct {
 	// +required
 	Namespace string `json:"namespace"`
 
-	// deployments are the HiCacheDeployments that use it.
+	// deployments are the HiCacheDeployments that use it, through any backend of the store: a name
+	// alone in this namespace, namespace/name in another.
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=253
 	// +listType=set
@@ -283,6 +293,7 @@ type NamespaceUsage struct {
 // +kubebuilder:printcolumn:name="Used",type=string,JSONPath=`.status.usage`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`,priority=1
 // +kubebuilder:printcolumn:name="Master",type=string,JSONPath=`.status.endpoints.rpcAddress`,priority=1
+// +kubebuilder:printcolumn:name="Store",type=string,JSONPath=`.status.storeID`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type CacheBackend struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -52,6 +52,14 @@ type CacheFlushSpec struct {
 	// +optional
 	Force *bool `json:"force,omitempty"`
 
+	// allowInUse runs the flush even while deployments use what it removes (their cache starts
+	// cold). Without it a flush waits until no serving pod and no HiCacheDeployment, in any
+	// namespace, writes the scope on this backend's store. Setting it needs the custom verb
+	// "override" on cacheflushes (group hicache.io) in this namespace, as the ClusterRole
+	// hicache-operator-flush-override grants; an admission policy refuses it otherwise.
+	// +optional
+	AllowInUse bool `json:"allowInUse,omitempty"`
+
 	// reason says why, in words, for the record.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
@@ -78,9 +86,10 @@ const (
 	// ReasonClaimedElsewhere: another operator process holds the flush's claim.
 	ReasonClaimedElsewhere = "ClaimedElsewhere"
 	// ReasonBackingOff: an attempt failed; the next starts at status.nextAttemptTime.
-	ReasonBackingOff     = "BackingOff"
-	ReasonNamespaceInUse = "NamespaceInUse"
-	ReasonKeysLeft       = "KeysLeft"
+	ReasonBackingOff = "BackingOff"
+	// ReasonInUse: deployments still use what the flush would remove; it waits.
+	ReasonInUse    = "InUse"
+	ReasonKeysLeft = "KeysLeft"
 	// ReasonKeysLeftRetrying: a forced attempt left objects of the scope; it is tried once more.
 	ReasonKeysLeftRetrying   = "KeysLeftRetrying"
 	ReasonBackendUnreachable = "BackendUnreachable"

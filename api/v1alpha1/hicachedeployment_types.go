@@ -515,6 +515,25 @@ const (
 	ReasonNamespaceRotated    = "NamespaceRotated"
 	ReasonFlushRequested      = "FlushRequested"
 	ReasonStaleNamespaceInUse = "StaleNamespaceInUse"
+	// ReasonNamespaceConflict: another deployment writes the namespace, on the same store, under
+	// another layout; this one is held (no serving group writes it) until that ends.
+	ReasonNamespaceConflict = "NamespaceConflict"
+)
+
+// StaleBlock is why the flush of a stale namespace waits.
+// +kubebuilder:validation:Enum=InUse;ManualPolicy;FlushFailed;BackendMissing
+type StaleBlock string
+
+// Why a stale namespace's flush waits.
+const (
+	// StaleInUse: a serving pod or another deployment of the store still uses it.
+	StaleInUse StaleBlock = "InUse"
+	// StaleManualPolicy: spec.storage.flushPolicy is Manual; a person flushes it.
+	StaleManualPolicy StaleBlock = "ManualPolicy"
+	// StaleFlushFailed: its CacheFlush failed and is retried.
+	StaleFlushFailed StaleBlock = "FlushFailed"
+	// StaleBackendMissing: the CacheBackend it was written to does not exist.
+	StaleBackendMissing StaleBlock = "BackendMissing"
 )
 
 // HiCacheDeploymentStatus is the observed state of a HiCacheDeployment.
@@ -609,6 +628,40 @@ type CacheStatus struct {
 	// lastFlush is the most recent flush of a namespace this deployment left behind.
 	// +optional
 	LastFlush *FlushRecord `json:"lastFlush,omitempty"`
+
+	// since is when the deployment started writing namespace under layoutHash. Of two
+	// deployments that write one namespace of a store under different layouts, the one that
+	// recorded it first keeps it.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+
+	// conflict is set while the deployment is held because another deployment writes its
+	// namespace, on the same store, under another layout.
+	// +optional
+	Conflict *NamespaceConflict `json:"conflict,omitempty"`
+}
+
+// NamespaceConflict is another deployment writing a namespace under another layout.
+type NamespaceConflict struct {
+	// namespace is the key prefix both would write.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Namespace string `json:"namespace"`
+
+	// deployment is the HiCacheDeployment that keeps it, namespace/name.
+	// +kubebuilder:validation:MaxLength=317
+	// +optional
+	Deployment string `json:"deployment,omitempty"`
+
+	// layoutHash is the short fingerprint of the layout it writes there.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	LayoutHash string `json:"layoutHash,omitempty"`
+
+	// since is when the deployment was first held; once the other deployment leaves, a flush of
+	// what it wrote, created after this time, runs before this deployment writes the namespace.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
 }
 
 // StaleNamespace is a namespace written under an older layout.
@@ -632,15 +685,31 @@ type StaleNamespace struct {
 	// +optional
 	Since metav1.Time `json:"since,omitempty"`
 
-	// flush is the CacheFlush created for it, once created.
+	// flush is the CacheFlush that removes it, once there is one. One flush serves every
+	// deployment that left the namespace of a store under one layout.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Flush string `json:"flush,omitempty"`
 
-	// blockedBy names what still uses it, when a flush must wait.
+	// flushNamespace is the Kubernetes namespace of that CacheFlush, when it is not this
+	// deployment's (it lives beside the oldest CacheBackend of the store).
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	FlushNamespace string `json:"flushNamespace,omitempty"`
+
+	// blocked is why its flush waits, when it does.
+	// +optional
+	Blocked StaleBlock `json:"blocked,omitempty"`
+
+	// blockedBy says in words what the flush waits for.
 	// +kubebuilder:validation:MaxLength=512
 	// +optional
 	BlockedBy string `json:"blockedBy,omitempty"`
+
+	// writtenSince is when this deployment started writing the namespace under that layout: a
+	// flush created after it removes what the deployment wrote.
+	// +optional
+	WrittenSince *metav1.Time `json:"writtenSince,omitempty"`
 }
 
 // FlushRecord is the outcome of a flush.

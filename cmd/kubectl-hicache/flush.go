@@ -37,6 +37,7 @@ type flushOptions struct {
 	tenant  string
 	all     bool
 	force   bool
+	inUse   bool
 	reason  string
 	wait    bool
 	timeout time.Duration
@@ -57,15 +58,20 @@ What is removed is exactly one of:
   --all         every object of the store
   --tenant T    the objects of one tenant (the backend must set spec.mooncake.multiTenant)
 
-The operator runs one flush per backend at a time, and a namespace flush waits until no serving
-pod and no HiCacheDeployment uses the namespace. -n/--namespace is the Kubernetes namespace of the
-CacheBackend and the CacheFlush, not the L3 namespace.
+The operator runs one flush per backend at a time, and a flush waits while anything uses what it
+removes: a serving pod or a HiCacheDeployment, in any Kubernetes namespace, that writes the
+namespace (or, for --all and --tenant, anything) on the same store, through this or any other
+CacheBackend naming the same master. --allow-in-use flushes all the same; it needs the verb
+"override" on cacheflushes (the ClusterRole hicache-operator-flush-override), which an admission
+policy checks. -n/--namespace is the Kubernetes namespace of the CacheBackend and the CacheFlush,
+not the L3 namespace.
 
 The exit code is 0 once the flush completed, 1 if it failed for good or did not finish within
 --timeout (it keeps running in the cluster).`,
 		Example: `  kubectl hicache flush mooncake --prefix hc-4d9c4e519d
   kubectl hicache flush mooncake --all --reason "new model weights" -n serving
-  kubectl hicache flush mooncake --tenant team-a --wait=false`,
+  kubectl hicache flush mooncake --tenant team-a --wait=false
+  kubectl hicache flush mooncake --prefix hc-4d9c4e519d --allow-in-use --reason "corrupt objects"`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("flush takes one CacheBackend name, got %d\nRun '%s --help' for usage", len(args), cmd.CommandPath())
@@ -90,6 +96,7 @@ The exit code is 0 once the flush completed, 1 if it failed for good or did not 
 	fs.BoolVar(&o.all, "all", false, "remove every object of the store")
 	fs.StringVar(&o.tenant, "tenant", "", "tenant whose objects to remove (multi-tenant masters only)")
 	fs.BoolVar(&o.force, "force", true, "also remove objects read within the master's lease TTL")
+	fs.BoolVar(&o.inUse, "allow-in-use", false, "flush even while deployments use what is removed (spec.allowInUse; needs the override verb on cacheflushes)")
 	fs.StringVar(&o.reason, "reason", defaultFlushReason, "why, in words, recorded in the CacheFlush")
 	fs.BoolVar(&o.wait, "wait", true, "follow the flush until it completes or fails")
 	fs.DurationVar(&o.timeout, "timeout", defaultFlushTimeout, "how long --wait follows the flush")
@@ -112,6 +119,7 @@ func (o *flushOptions) spec(backend string, prefixSet, tenantSet bool) (hicachev
 	spec := hicachev1alpha1.CacheFlushSpec{
 		BackendRef: hicachev1alpha1.LocalObjectReference{Name: backend},
 		Force:      &o.force,
+		AllowInUse: o.inUse,
 		Reason:     o.reason,
 	}
 	switch {
@@ -175,6 +183,9 @@ func describeFlush(spec *hicachev1alpha1.CacheFlushSpec) string {
 	if spec.Force != nil && !*spec.Force {
 		what += ", sparing objects under a read lease"
 	}
+	if spec.AllowInUse {
+		what += ", even while deployments use it"
+	}
 	return what
 }
 
@@ -200,6 +211,9 @@ func (o *flushOptions) run(ctx context.Context, s *session, spec hicachev1alpha1
 		Spec:       spec,
 	}
 	if err := s.client.Create(ctx, cf); err != nil {
+		if spec.AllowInUse && (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), "allowInUse") {
+			return fmt.Errorf("--allow-in-use was refused: %w; without --allow-in-use the flush waits until nothing uses what it removes", err)
+		}
 		return apiError(err, "creating the CacheFlush")
 	}
 	fmt.Fprintf(out, "cacheflush/%s created: %s\n", cf.Name, describeFlush(&cf.Spec))
@@ -233,13 +247,17 @@ func flushWarnings(spec *hicachev1alpha1.CacheFlushSpec, cb *hicachev1alpha1.Cac
 			continue
 		}
 		users := "HiCacheDeployment " + strings.Join(u.Deployments, ", ")
+		waits := "the flush waits until nothing uses it (--allow-in-use flushes it all the same)"
+		if spec.AllowInUse {
+			waits = "--allow-in-use flushes it all the same: its cache starts cold"
+		}
 		switch spec.Scope {
 		case hicachev1alpha1.FlushScopeNamespace:
 			if u.Namespace == spec.Namespace {
-				out = append(out, fmt.Sprintf("namespace %s is in use by %s: the flush waits until nothing uses it", u.Namespace, users))
+				out = append(out, fmt.Sprintf("namespace %s is in use by %s: %s", u.Namespace, users, waits))
 			}
-		case hicachev1alpha1.FlushScopeAll:
-			out = append(out, fmt.Sprintf("--all also removes namespace %s, in use by %s: its cache starts cold", u.Namespace, users))
+		case hicachev1alpha1.FlushScopeAll, hicachev1alpha1.FlushScopeTenant:
+			out = append(out, fmt.Sprintf("this flush also removes namespace %s, in use by %s: %s", u.Namespace, users, waits))
 		}
 	}
 	return out
@@ -352,8 +370,8 @@ func flushProgress(cf *hicachev1alpha1.CacheFlush) (string, flushState) {
 		return "waiting for its turn: " + msg, flushPending
 	case hicachev1alpha1.ReasonWaitingForBackend:
 		return "waiting for the backend: " + msg, flushPending
-	case hicachev1alpha1.ReasonNamespaceInUse:
-		return "waiting: " + lowerFirst(msg), flushPending
+	case hicachev1alpha1.ReasonInUse:
+		return "waiting: " + lowerFirst(strings.Replace(msg, "spec.allowInUse overrides this", "--allow-in-use overrides this", 1)), flushPending
 	}
 	return lowerFirst(complete.Reason) + ": " + msg, flushPending
 }

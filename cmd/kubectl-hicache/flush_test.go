@@ -104,8 +104,9 @@ func TestFlushProgress(t *testing.T) {
 			wantLine: `waiting for the backend: CacheBackend "mooncake" has no endpoints yet`,
 		},
 		"namespace in use": {
-			status:   hicachev1alpha1.CacheFlushStatus{Conditions: []metav1.Condition{cond(complete, "False", "NamespaceInUse", "Namespace hc-1 is still used by pod dsv4-0-0; the flush runs once nothing uses it")}},
-			wantLine: "waiting: namespace hc-1 is still used by pod dsv4-0-0; the flush runs once nothing uses it",
+			status: hicachev1alpha1.CacheFlushStatus{Conditions: []metav1.Condition{cond(complete, "False", "InUse",
+				"Namespace hc-1 of store m:50051 is in use by HiCacheDeployment team-b/dsv4 (1 serving pods); the flush runs once nothing uses it (spec.allowInUse overrides this, for holders of the override verb)")}},
+			wantLine: "waiting: namespace hc-1 of store m:50051 is in use by HiCacheDeployment team-b/dsv4 (1 serving pods); the flush runs once nothing uses it (--allow-in-use overrides this, for holders of the override verb)",
 		},
 		"running": {
 			status:   hicachev1alpha1.CacheFlushStatus{Attempts: 1, Conditions: []metav1.Condition{cond(complete, "False", "Running", "Attempt 1 is running")}},
@@ -181,17 +182,27 @@ func TestFlushWarnings(t *testing.T) {
 	}{
 		"namespace in use": {
 			spec: hicachev1alpha1.CacheFlushSpec{Scope: hicachev1alpha1.FlushScopeNamespace, Namespace: "hc-a"},
-			want: []string{"namespace hc-a is in use by HiCacheDeployment dsv4, dsv4-canary: the flush waits until nothing uses it"},
+			want: []string{"namespace hc-a is in use by HiCacheDeployment dsv4, dsv4-canary: the flush waits until nothing uses it (--allow-in-use flushes it all the same)"},
+		},
+		"namespace in use, overridden": {
+			spec: hicachev1alpha1.CacheFlushSpec{Scope: hicachev1alpha1.FlushScopeNamespace, Namespace: "hc-a", AllowInUse: true},
+			want: []string{"namespace hc-a is in use by HiCacheDeployment dsv4, dsv4-canary: --allow-in-use flushes it all the same: its cache starts cold"},
 		},
 		"namespace unused": {spec: hicachev1alpha1.CacheFlushSpec{Scope: hicachev1alpha1.FlushScopeNamespace, Namespace: "hc-c"}},
 		"all": {
 			spec: hicachev1alpha1.CacheFlushSpec{Scope: hicachev1alpha1.FlushScopeAll},
 			want: []string{
-				"--all also removes namespace hc-a, in use by HiCacheDeployment dsv4, dsv4-canary: its cache starts cold",
-				"--all also removes namespace hc-b, in use by HiCacheDeployment qwen3: its cache starts cold",
+				"this flush also removes namespace hc-a, in use by HiCacheDeployment dsv4, dsv4-canary: the flush waits until nothing uses it (--allow-in-use flushes it all the same)",
+				"this flush also removes namespace hc-b, in use by HiCacheDeployment qwen3: the flush waits until nothing uses it (--allow-in-use flushes it all the same)",
 			},
 		},
-		"tenant": {spec: hicachev1alpha1.CacheFlushSpec{Scope: hicachev1alpha1.FlushScopeTenant, Tenant: "t"}},
+		"tenant: which tenant a deployment writes is not known, so every namespace counts": {
+			spec: hicachev1alpha1.CacheFlushSpec{Scope: hicachev1alpha1.FlushScopeTenant, Tenant: "t", AllowInUse: true},
+			want: []string{
+				"this flush also removes namespace hc-a, in use by HiCacheDeployment dsv4, dsv4-canary: --allow-in-use flushes it all the same: its cache starts cold",
+				"this flush also removes namespace hc-b, in use by HiCacheDeployment qwen3: --allow-in-use flushes it all the same: its cache starts cold",
+			},
+		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

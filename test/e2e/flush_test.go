@@ -157,6 +157,13 @@ func TestSharedNamespaceWaitsForEveryUser(t *testing.T) {
 		return len(a.Status.Cache.StaleNamespaces) == 0 && len(b.Status.Cache.StaleNamespaces) == 0,
 			fmt.Sprintf("%+v / %+v", a.Status.Cache.StaleNamespaces, b.Status.Cache.StaleNamespaces)
 	})
+	// One flush per namespace and layout generation: the second deployment records the flush the
+	// first asked for, or the other way round, rather than flushing an empty namespace again.
+	time.Sleep(2 * time.Second)
+	a, b := getHCD(t, ns, "first").Status.Cache.LastFlush, getHCD(t, ns, "second").Status.Cache.LastFlush
+	if fl := flushesOf(t, ns); len(fl) != 1 || a == nil || b == nil || a.Name != b.Name {
+		t.Errorf("%d CacheFlushes for one stale namespace; the deployments record %+v and %+v", len(fl), a, b)
+	}
 }
 
 // With the Fixed strategy a breaking change stops the writers, empties the namespace, then

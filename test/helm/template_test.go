@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -110,6 +111,7 @@ func TestDefaults(t *testing.T) {
 
 	// Exactly these objects, so that nothing appears or goes missing unnoticed.
 	want := []string{
+		"ClusterRole/" + fullname + "-flush-override",
 		"ClusterRole/" + fullname + "-manager",
 		"ClusterRole/" + fullname + "-metrics-auth",
 		"ClusterRole/" + fullname + "-metrics-reader",
@@ -120,6 +122,8 @@ func TestDefaults(t *testing.T) {
 		"RoleBinding/" + fullname + "-leader-election",
 		"Service/" + fullname + "-metrics",
 		"ServiceAccount/" + fullname,
+		"ValidatingAdmissionPolicy/" + fullname + "-flush-override",
+		"ValidatingAdmissionPolicyBinding/" + fullname + "-flush-override",
 	}
 	got := m.names()
 	slices.Sort(got)
@@ -132,7 +136,7 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("%s/%s labels %v lack managed-by Helm, instance %s or version %s", u.GetKind(), u.GetName(), l, release, chart.AppVersion)
 		}
 		switch u.GetKind() {
-		case "ClusterRole", "ClusterRoleBinding":
+		case "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
 			if u.GetNamespace() != "" {
 				t.Errorf("cluster-scoped %s/%s has namespace %q", u.GetKind(), u.GetName(), u.GetNamespace())
 			}
@@ -632,4 +636,31 @@ func managerFlags(t *testing.T) map[string]bool {
 		t.Fatalf("found only %v in %s; the parser missed the flag definitions", defined, path)
 	}
 	return defined
+}
+
+// The chart ships config/admission's policy guarding spec.allowInUse and the ClusterRole that
+// grants the override verb, under its own names.
+func TestFlushOverrideMatchesConfig(t *testing.T) {
+	m := render(t)
+	name := fullname + "-flush-override"
+	var want, got admissionregistrationv1.ValidatingAdmissionPolicy
+	readYAML(t, "config/admission/flush_override_policy.yaml", &want)
+	typed(t, m, "ValidatingAdmissionPolicy", name, &got)
+	for i := range want.Spec.Validations {
+		v := &want.Spec.Validations[i]
+		v.MessageExpression = strings.ReplaceAll(v.MessageExpression, "hicache-operator-flush-override", name)
+	}
+	if diff := cmp.Diff(want.Spec, got.Spec); diff != "" {
+		t.Errorf("the chart's policy differs from config/admission (-config +chart):\n%s", diff)
+	}
+	var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	typed(t, m, "ValidatingAdmissionPolicyBinding", name, &b)
+	if b.Spec.PolicyName != name || !slices.Equal(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+		t.Errorf("binding %+v, want policy %s denied", b.Spec, name)
+	}
+	var role rbacv1.ClusterRole
+	typed(t, m, "ClusterRole", name, &role)
+	if diff := cmp.Diff(rulesOf(t, "config/admission/flush_override_role.yaml"), role.Rules); diff != "" {
+		t.Errorf("ClusterRole %s rules differ from config/admission (-config +chart):\n%s", name, diff)
+	}
 }

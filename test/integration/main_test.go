@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -22,7 +23,9 @@ import (
 
 var (
 	k8sClient client.Client
-	scheme    = runtime.NewScheme()
+	// restConfig is the administrator's, for clients that impersonate other users.
+	restConfig *rest.Config
+	scheme     = runtime.NewScheme()
 )
 
 // repoRoot is the directory holding go.mod.
@@ -55,6 +58,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "starting kube-apiserver and etcd: %v\n", err)
 		os.Exit(1)
 	}
+	restConfig = cfg
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "creating a client: %v\n", err)
