@@ -261,18 +261,25 @@ func TestOverrideFlushesWhatIsInUse(t *testing.T) {
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: b.kind, Name: b.role},
 			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: b.user}}})
 	}
-	flush := func(name string) *hicachev1alpha1.CacheFlush {
+	flush := func(name, l3 string) *hicachev1alpha1.CacheFlush {
 		return manualFlush(ns, name, "mooncake", hicachev1alpha1.FlushScopeNamespace, func(cf *hicachev1alpha1.CacheFlush) {
-			cf.Spec.Namespace, cf.Spec.AllowInUse = nsA, true
+			cf.Spec.Namespace, cf.Spec.AllowInUse = l3, true
 		})
 	}
+	// The policy takes effect once the API server has compiled it: probe with a namespace
+	// nothing holds, so that a flush admitted before removes nothing.
 	eventually(t, 30*time.Second, "flusher refused spec.allowInUse at admission", func() (bool, string) {
-		err := as(t, "flusher").Create(context.Background(), flush("by-flusher"))
+		probe := flush("", "nothing-here")
+		probe.GenerateName = "probe-"
+		err := as(t, "flusher").Create(context.Background(), probe)
 		return err != nil && strings.Contains(err.Error(), `needs the verb "override"`), fmt.Sprintf("%v", err)
 	})
+	if err := as(t, "flusher").Create(context.Background(), flush("by-flusher", nsA)); err == nil || !strings.Contains(err.Error(), "flusher does not have") {
+		t.Fatalf("flusher, who may only create CacheFlushes, set spec.allowInUse: %v", err)
+	}
 	keysStay(t, m, nsA, len(keys))
 
-	if err := as(t, "overrider").Create(context.Background(), flush("by-overrider")); err != nil {
+	if err := as(t, "overrider").Create(context.Background(), flush("by-overrider", nsA)); err != nil {
 		t.Fatalf("overrider, bound to the override ClusterRole, is refused: %v", err)
 	}
 	cf := waitFlushComplete(t, ns, "by-overrider")

@@ -68,8 +68,13 @@ func TestOnlyHoldersOfTheOverrideVerbSetAllowInUse(t *testing.T) {
 	// The policy takes effect once the API server has compiled it.
 	var err error
 	testutil.Eventually(t, 30*time.Second, "flusher's allowInUse refused", func() (bool, string) {
-		err = flusher.Create(ctx, overrideFlush(ns, "by-flusher", true))
-		return err != nil, "created"
+		cf := overrideFlush(ns, "", true)
+		cf.GenerateName = "before-the-policy-"
+		if err = flusher.Create(ctx, cf); err == nil {
+			_ = k8sClient.Delete(ctx, cf) // admitted before the policy took effect
+			return false, "created"
+		}
+		return !apierrors.IsForbidden(err) || strings.Contains(err.Error(), "allowInUse"), err.Error()
 	})
 	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
 		t.Errorf("refusal %v is neither Forbidden nor Invalid", err)
@@ -93,7 +98,12 @@ func TestOnlyHoldersOfTheOverrideVerbSetAllowInUse(t *testing.T) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "flusher"},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "overrider"}}})
 	testutil.Eventually(t, 30*time.Second, "overrider's allowInUse refused in "+other, func() (bool, string) {
-		err := overrider.Create(ctx, overrideFlush(other, "elsewhere", true))
-		return err != nil && strings.Contains(err.Error(), "spec.allowInUse"), fmt.Sprintf("%v", err)
+		cf := overrideFlush(other, "", true)
+		cf.GenerateName = "elsewhere-"
+		err := overrider.Create(ctx, cf)
+		if err == nil {
+			t.Fatalf("overrider set allowInUse in namespace %s, where it holds no override verb", other)
+		}
+		return strings.Contains(err.Error(), "spec.allowInUse"), fmt.Sprintf("%v", err)
 	})
 }
