@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/controllers"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
@@ -301,4 +302,42 @@ func as(t *testing.T, user string) client.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// A deployment that changes its Fixed namespace onto one another deployment writes under another
+// layout is held too: no pod of it writes that namespace, and its groups on its own namespace are
+// not rolled onto it.
+func TestFixedNamespaceChangedOntoAnotherLayoutIsHeld(t *testing.T) {
+	ns, m := namespaceWithBackend(t)
+	for _, d := range []struct{ name, l3 string }{{"first", "shared"}, {"second", "own"}} {
+		h := hcd(t, ns, dsv4)
+		h.Name = d.name
+		h.Spec.Storage.NamespaceStrategy = hicachev1alpha1.NamespaceFixed
+		h.Spec.Storage.Namespace = d.l3
+		if d.name == "second" {
+			dspark(h)
+		}
+		create(t, h)
+		waitReadyGroups(t, ns, d.name, 1)
+	}
+	keys := pageKeys(t, ns, "first", 3)
+	m.putKeys(t, keys, 4096)
+	update(t, getHCD(t, ns, "second"), func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Storage.Namespace = "shared" })
+	eventually(t, 30*time.Second, "second held with the reason", func() (bool, string) {
+		c := meta.FindStatusCondition(getHCD(t, ns, "second").Status.Conditions, hicachev1alpha1.ConditionCacheLayoutCurrent)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == hicachev1alpha1.ReasonNamespaceConflict && strings.Contains(c.Message, "HiCacheDeployment first"),
+			fmt.Sprintf("%+v", c)
+	})
+	time.Sleep(3 * time.Second)
+	for _, p := range rankPods(t, ns, "second") {
+		if l := p.Labels[controllers.LabelCacheNamespace]; l != "own" {
+			t.Errorf("pod %s of second writes namespace %s", p.Name, l)
+		}
+	}
+	if got := getHCD(t, ns, "second").Status.Cache; got.Namespace != "own" || got.Conflict == nil || got.Conflict.Deployment != ns+"/first" {
+		t.Errorf("second's cache status %+v: want it still on own, with the conflict recorded", got)
+	}
+	if got := countPrefix(t, m, "shared"); got != int64(len(keys)) {
+		t.Errorf("%d of first's %d keys left", got, len(keys))
+	}
 }
