@@ -1,0 +1,280 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/images"
+	"github.com/hicache-io/hicache-operator/internal/localcluster"
+	"github.com/hicache-io/hicache-operator/internal/mooncake"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
+)
+
+const backendName = "mooncake"
+
+// realNodePlacement is spec.placement for the real node.
+func realNodePlacement() *hicachev1alpha1.BackendPlacement {
+	return &hicachev1alpha1.BackendPlacement{
+		NodeSelector: localcluster.RealNodeSelector(),
+		Tolerations:  []corev1.Toleration{localcluster.RealNodeToleration()},
+	}
+}
+
+// managedBackend creates a managed CacheBackend with stores store pods of segment bytes each, on
+// the real node, in the image the chart's defaults.mooncakeImage names, and waits until it is
+// Ready.
+func managedBackend(t *testing.T, ns string, stores int32, segment string) *hicachev1alpha1.CacheBackend {
+	t.Helper()
+	cb := &hicachev1alpha1.CacheBackend{
+		ObjectMeta: metav1.ObjectMeta{Name: backendName, Namespace: ns},
+		Spec: hicachev1alpha1.CacheBackendSpec{
+			Type:      hicachev1alpha1.BackendMooncake,
+			Placement: realNodePlacement(),
+			Mooncake: &hicachev1alpha1.MooncakeSpec{Managed: &hicachev1alpha1.ManagedMooncake{
+				Store: &hicachev1alpha1.StorePods{Replicas: ptr.To(stores), SegmentSize: resource.MustParse(segment)},
+			}},
+		},
+	}
+	began := time.Now()
+	if err := k8s.Create(context.Background(), cb); err != nil {
+		t.Fatal(err)
+	}
+	waitBackend(t, ns, metav1.ConditionTrue, 3*time.Minute)
+	logf("%s/%s: managed backend Ready in %s", ns, backendName, time.Since(began).Round(time.Millisecond))
+	return getBackend(t, ns)
+}
+
+func getBackend(t *testing.T, ns string) *hicachev1alpha1.CacheBackend {
+	t.Helper()
+	cb := &hicachev1alpha1.CacheBackend{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: backendName}, cb); err != nil {
+		t.Fatal(err)
+	}
+	return cb
+}
+
+func waitBackend(t *testing.T, ns string, want metav1.ConditionStatus, timeout time.Duration) {
+	t.Helper()
+	testutil.Eventually(t, timeout, fmt.Sprintf("CacheBackend %s/%s Ready=%s", ns, backendName, want), func() (bool, string) {
+		cb := getBackend(t, ns)
+		c := meta.FindStatusCondition(cb.Status.Conditions, hicachev1alpha1.ConditionReady)
+		return c != nil && c.Status == want && c.ObservedGeneration == cb.Generation, fmt.Sprintf("%+v", cb.Status.Conditions)
+	})
+}
+
+// backendPods are the running pods of the backend's component (master or store).
+func backendPods(t *testing.T, ns, component string) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{
+		"app.kubernetes.io/instance": backendName, "app.kubernetes.io/component": component}); err != nil {
+		t.Fatal(err)
+	}
+	var live []corev1.Pod
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			live = append(live, p)
+		}
+	}
+	return live
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// admin is the master's admin API, reached from the test through the master Service's ClusterIP
+// inside the cluster's network namespace.
+func admin(t *testing.T, ns string) *mooncake.Client {
+	t.Helper()
+	var svc corev1.Service
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: backendName + "-master"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	var port int32
+	for _, p := range svc.Spec.Ports {
+		if p.Name == "admin" {
+			port = p.Port
+		}
+	}
+	c, err := mooncake.NewClient("http://"+net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(port))), inNetns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func countKeys(t *testing.T, ns, prefix string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	n, err := admin(t, ns).CountKeysWithPrefix(ctx, prefix)
+	if err != nil {
+		t.Fatalf("counting the keys under %q: %v", prefix, err)
+	}
+	return n
+}
+
+// putKeys writes the keys, size bytes each, through the managed master by a client pod in the
+// Mooncake image on the real node: hack/mooncake/store.py with the real Mooncake client, reaching
+// the master by its Service name. The objects live in the store pods' segments.
+func putKeys(t *testing.T, ns, name string, keys []string, size int) {
+	t.Helper()
+	ctx := context.Background()
+	script, err := os.ReadFile(filepath.Join(repoRoot(), "hack", "mooncake", "store.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Data: map[string]string{"store.py": string(script), "keys.txt": strings.Join(keys, "\n") + "\n"}}
+	if err := k8s.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	master := fmt.Sprintf("%s-master.%s.svc:%d", backendName, ns, 50051)
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To(int32(0)),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				NodeSelector:  localcluster.RealNodeSelector(),
+				Tolerations:   []corev1.Toleration{localcluster.RealNodeToleration()},
+				SecurityContext: &corev1.PodSecurityContext{
+					RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)), RunAsGroup: ptr.To(int64(65532)),
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				},
+				Containers: []corev1.Container{{
+					Name: "put", Image: images.Mooncake, ImagePullPolicy: corev1.PullNever,
+					Command: []string{"python3", "/scripts/store.py", "--master", master,
+						"put", "--size", strconv.Itoa(size), "--keys-file", "/scripts/keys.txt"},
+					VolumeMounts: []corev1.VolumeMount{{Name: "scripts", MountPath: "/scripts"}},
+					SecurityContext: &corev1.SecurityContext{
+						AllowPrivilegeEscalation: ptr.To(false),
+						Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+					},
+				}},
+				Volumes: []corev1.Volume{{Name: "scripts", VolumeSource: corev1.VolumeSource{
+					ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}},
+			}},
+		},
+	}
+	if err := k8s.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 2*time.Minute, fmt.Sprintf("the client Job %s put %d keys", name, len(keys)), func() (bool, string) {
+		var j batchv1.Job
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), &j); err != nil {
+			return false, err.Error()
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+				t.Fatalf("the client Job %s failed: %s; its log:\n%s", name, c.Message, jobLog(t, ns, name))
+			}
+			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", j.Status)
+	})
+}
+
+// jobLog is the log of a Job's pods.
+func jobLog(t *testing.T, ns, job string) string {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "job-name=" + job})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		out, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(context.Background())
+		fmt.Fprintf(&b, "--- %s (%v)\n%s\n", p.Name, err, out)
+	}
+	return b.String()
+}
+
+// A managed CacheBackend runs for real: its master and store pods on the real node, ready by
+// their own probes; the operator reaches the master by its Service name, the store pods do too,
+// and their segments become the backend's capacity.
+func TestManagedBackendRunsOnTheRealNode(t *testing.T) {
+	ns := newNamespace(t, "backend", restricted)
+	cb := managedBackend(t, ns, 2, "32Mi")
+
+	t.Run("the master and store pods run on the real node, Ready from their probes", func(t *testing.T) {
+		for component, want := range map[string]int{"master": 1, "store": 2} {
+			pods := backendPods(t, ns, component)
+			if len(pods) != want {
+				t.Fatalf("%d %s pods, want %d", len(pods), component, want)
+			}
+			for _, p := range pods {
+				if p.Spec.NodeName != node.Name || p.Status.Phase != corev1.PodRunning {
+					t.Errorf("%s pod %s: node %q phase %s; want Running on the real node %s", component, p.Name, p.Spec.NodeName, p.Status.Phase, node.Name)
+				}
+			}
+		}
+		master := backendPods(t, ns, "master")[0]
+		if !podReady(&master) || master.Spec.Containers[0].ReadinessProbe == nil {
+			t.Errorf("the master pod is not Ready by a readiness probe: %+v", master.Status.Conditions)
+		}
+	})
+
+	t.Run("the operator reaches the master by its Service name", func(t *testing.T) {
+		ep := cb.Status.Endpoints
+		wantAdmin := fmt.Sprintf("http://%s-master.%s.svc:9003", backendName, ns)
+		if ep == nil || ep.AdminURL != wantAdmin || !strings.HasPrefix(ep.RPCAddress, backendName+"-master."+ns+".svc:") {
+			t.Fatalf("endpoints %+v, want the master Service's name (%s)", ep, wantAdmin)
+		}
+		c := meta.FindStatusCondition(cb.Status.Conditions, hicachev1alpha1.ConditionMasterReachable)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			t.Errorf("MasterReachable = %+v; the operator's pod probes %s", c, ep.AdminURL)
+		}
+	})
+
+	t.Run("the store pods' segments are the backend's capacity", func(t *testing.T) {
+		segment := resource.MustParse("32Mi")
+		want := 2 * segment.Value()
+		testutil.Eventually(t, 60*time.Second, "two segments of 32Mi in the backend's status", func() (bool, string) {
+			st := getBackend(t, ns).Status
+			return st.SegmentCount == 2 && st.CapacityBytes == want, fmt.Sprintf("segments %d capacity %d", st.SegmentCount, st.CapacityBytes)
+		})
+	})
+
+	t.Run("the backend's pods are admitted under the restricted level", func(t *testing.T) {
+		for _, d := range []string{backendName + "-master", backendName + "-store"} {
+			var dep appsv1.Deployment
+			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: d}, &dep); err != nil {
+				t.Fatal(err)
+			}
+			if dep.Status.ReadyReplicas != ptr.Deref(dep.Spec.Replicas, 1) {
+				t.Errorf("Deployment %s: %d of %d replicas ready in a namespace enforcing %s", d, dep.Status.ReadyReplicas, ptr.Deref(dep.Spec.Replicas, 1), restricted)
+			}
+			for _, c := range dep.Status.Conditions {
+				if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+					t.Errorf("Deployment %s: %s", d, c.Message)
+				}
+			}
+		}
+	})
+}
