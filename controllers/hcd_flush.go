@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -238,17 +239,10 @@ func (r *HiCacheDeploymentReconciler) drainAndFlush(ctx context.Context, hcd *hi
 // stopGroups deletes the deployment's serving groups and their pods: every group, or those whose
 // pods write L3 namespace only. It returns how many pods are still there.
 func (r *HiCacheDeploymentReconciler) stopGroups(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, obs *observed, only string) (int, error) {
-	for g, grp := range obs.groups {
-		if only != "" && grp.sts.Spec.Template.Labels[LabelCacheNamespace] != only {
-			continue
-		}
-		if grp.sts.DeletionTimestamp.IsZero() {
-			if err := r.Delete(ctx, grp.sts, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-				return 0, err
-			}
-		}
-		delete(obs.groups, g)
+	if err := r.executeGroupPlan(ctx, hcd, obs, planGroups(obs.groups, groupWant{stop: true, stopNamespace: only}, obs.now.Time), nil); err != nil {
+		return 0, err
 	}
+	maps.DeleteFunc(obs.groups, func(_ int, grp *group) bool { return grp.writes(only) })
 	labels := client.MatchingLabels{LabelDeployment: hcd.Name}
 	if only != "" {
 		labels[LabelCacheNamespace] = only

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -228,8 +227,9 @@ func (r *HiCacheDeploymentReconciler) backendEndpoints(ctx context.Context, hcd 
 	return be, &cb, nil
 }
 
-// reconcileChildren applies the ConfigMap and Services, then the groups, rolling at most
-// maxUnavailable at a time and recreating any group that lost a rank.
+// reconcileChildren renders the deployment and applies its ConfigMap and client Service, then
+// plans the serving groups (planGroups, in groupplan.go, holds the rollout rules) and carries the
+// plan out.
 func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) error {
 	res := obs.resolved
 	a := applier{r.Client}
@@ -263,100 +263,9 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 		return err
 	}
 
-	// Scale down: whole groups, highest index first.
-	for g, grp := range obs.groups {
-		if g < res.Replicas {
-			continue
-		}
-		if err := r.Delete(ctx, grp.sts, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-			return err
-		}
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: groupName(hcd.Name, g), Namespace: hcd.Namespace}}
-		if err := r.Delete(ctx, svc); client.IgnoreNotFound(err) != nil {
-			return err
-		}
-		delete(obs.groups, g)
-	}
-
-	budget := int(hcd.Spec.Rollout.MaxUnavailable)
-	if budget < 1 {
-		budget = 1
-	}
-	for _, grp := range obs.groups {
-		if grp.index < res.Replicas && !groupReady(grp, grp.size()) {
-			budget--
-		}
-	}
-
-	for g := range res.Replicas {
-		grp := obs.groups[g]
-		if _, err := a.apply(ctx, buildHeadlessService(hcd, g), &corev1.Service{}); err != nil {
-			return err
-		}
-		switch {
-		case grp == nil:
-			// A new group: nothing runs yet, so it takes no budget.
-			if _, err := a.apply(ctx, desired[g], nil); err != nil {
-				return err
-			}
-		case grp.sts.Annotations[AnnotationTemplateHash] != obs.desired[g]:
-			// An outdated group rolls only within the budget of unavailable groups; one that is
-			// already down rolls at once.
-			if groupReady(grp, grp.size()) {
-				if budget <= 0 {
-					continue
-				}
-				budget--
-			}
-			if _, err := a.apply(ctx, desired[g], nil); err != nil {
-				return err
-			}
-			if err := r.replaceGroup(ctx, grp, nil); err != nil {
-				return err
-			}
-			obs.rolling = append(obs.rolling, g)
-		default:
-			if _, err := a.apply(ctx, desired[g], &appsv1.StatefulSet{}); err != nil {
-				return err
-			}
-			// Pods of an older template (left by an interrupted roll) go together.
-			stale := slices.DeleteFunc(slices.Clone(grp.pods), func(p corev1.Pod) bool {
-				return p.Annotations[AnnotationTemplateHash] == obs.desired[g]
-			})
-			if len(stale) > 0 {
-				if err := r.replaceGroup(ctx, grp, nil); err != nil {
-					return err
-				}
-				obs.rolling = append(obs.rolling, g)
-				continue
-			}
-			if broken, why := groupBroken(grp); broken {
-				// A group that keeps failing is recreated with a growing delay, not in a loop.
-				count, wait := recreateBackoff(grp.sts, obs.now.Time)
-				if wait > 0 {
-					obs.recreateWait = minPositive(obs.recreateWait, wait)
-					continue
-				}
-				ctrl.LoggerFrom(ctx).Info("Recreating a serving group that lost a rank", "group", g, "why", why, "attempt", count+1)
-				r.Recorder.Eventf(hcd, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonGroupRecreated, "Recreate",
-					"Serving group %d lost a rank (%s); recreating all %d of its pods, since a process group cannot take a rank back", g, why, len(grp.pods))
-				if err := r.replaceGroup(ctx, grp, map[string]string{
-					AnnotationRecreations: strconv.Itoa(count + 1), AnnotationRecreatedAt: obs.now.UTC().Format(time.RFC3339)}); err != nil {
-					return err
-				}
-				obs.recreated = append(obs.recreated, g)
-				continue
-			}
-			if groupReady(grp, grp.size()) && grp.sts.Annotations[AnnotationMembers] != membersAnnotation(grp.pods) {
-				// A formed group: remember its members, and forget earlier failures.
-				if err := r.setGroupAnnotations(ctx, grp.sts, map[string]string{
-					AnnotationMembers: membersAnnotation(grp.pods), AnnotationRecreations: "", AnnotationRecreatedAt: ""}); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
+	plan := planGroups(obs.groups, groupWant{replicas: res.Replicas, hashes: obs.desired, maxUnavailable: int(hcd.Spec.Rollout.MaxUnavailable)}, obs.now.Time)
+	obs.recreateWait = plan.requeueAfter
+	return r.executeGroupPlan(ctx, hcd, obs, plan, desired)
 }
 
 // deletePods deletes a group's pods together; the StatefulSet recreates them.
@@ -368,20 +277,6 @@ func (r *HiCacheDeploymentReconciler) deletePods(ctx context.Context, pods []cor
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// replaceGroup deletes every pod of a group at once and forgets its members, so the pods the
-// StatefulSet creates next form a new group; history records more about the group, in the same
-// write.
-func (r *HiCacheDeploymentReconciler) replaceGroup(ctx context.Context, grp *group, history map[string]string) error {
-	if err := r.deletePods(ctx, grp.pods); err != nil {
-		return err
-	}
-	ann := map[string]string{AnnotationMembers: ""}
-	for k, v := range history {
-		ann[k] = v
-	}
-	return r.setGroupAnnotations(ctx, grp.sts, ann)
 }
 
 // setGroupAnnotations sets (or, for "", removes) annotations that record a group's history on
@@ -408,28 +303,6 @@ func (r *HiCacheDeploymentReconciler) setGroupAnnotations(ctx context.Context, s
 		}
 	}
 	return r.Patch(ctx, sts, patch, client.FieldOwner(FieldOwner+"-members"))
-}
-
-// recreateBackoff is how many times a group was recreated since it last formed, and how long to
-// wait before recreating it again: nothing the first time, then 10 s doubling up to 5 minutes.
-func recreateBackoff(sts *appsv1.StatefulSet, now time.Time) (int, time.Duration) {
-	count, _ := strconv.Atoi(sts.Annotations[AnnotationRecreations])
-	at, err := time.Parse(time.RFC3339, sts.Annotations[AnnotationRecreatedAt])
-	if count == 0 || err != nil {
-		return count, 0
-	}
-	delay := 10 * time.Second << min(count-1, 5)
-	if delay > 5*time.Minute {
-		delay = 5 * time.Minute
-	}
-	return count, max(at.Add(delay).Sub(now), 0)
-}
-
-func minPositive(a, b time.Duration) time.Duration {
-	if a <= 0 || (b > 0 && b < a) {
-		return b
-	}
-	return a
 }
 
 // size is the number of ranks (pods) the group's StatefulSet runs: a group keeps the shape it was

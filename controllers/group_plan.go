@@ -1,0 +1,265 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+)
+
+// The rollout rules of the serving groups live here, in one pure function: planGroups reads what
+// was observed of the groups and what the spec asks of them and returns what to do;
+// executeGroupPlan does it, and decides nothing.
+//
+// The rules:
+//   - a missing group is created; it takes no budget, since nothing of it runs yet;
+//   - groups at or above spec.replicas go, whole (scale down);
+//   - a ready group whose pods are replaced (a roll to a new template, or the rest of an
+//     interrupted roll) takes one of spec.rollout.maxUnavailable; a group that is already down
+//     is replaced at once, since replacing it costs no availability;
+//   - a group that lost a rank is recreated whole whatever the budget (its process group cannot
+//     take a rank back), after a delay that grows with each attempt since it last formed;
+//   - a formed group's members are recorded, so that a rank replaced later is noticed;
+//   - a Fixed-namespace drain stops every group and starts none; a deployment held off a
+//     namespace another layout writes stops the groups writing it.
+
+// groupWant is what the spec asks of the serving groups.
+type groupWant struct {
+	replicas int
+	// hashes is the desired template hash of each group below replicas.
+	hashes map[int]string
+	// maxUnavailable is how many ready groups may be taken down at once (at least 1).
+	maxUnavailable int
+	// stop: the writers must go (a Fixed-namespace drain, or a namespace another layout holds);
+	// nothing is created or applied.
+	stop bool
+	// stopNamespace limits stop to the groups writing this L3 namespace; "" stops every group.
+	stopNamespace string
+}
+
+// groupActionKind is one thing the executor does to one group.
+type groupActionKind string
+
+const (
+	// actCreate applies the StatefulSet of a group that does not exist.
+	actCreate groupActionKind = "Create"
+	// actKeep applies a current group's StatefulSet (no write when it already holds every value).
+	actKeep groupActionKind = "Keep"
+	// actRoll applies the new template and replaces every pod of the group together.
+	actRoll groupActionKind = "Roll"
+	// actReplace replaces every pod of a current group left with pods of an older template.
+	actReplace groupActionKind = "Replace"
+	// actHold leaves an outdated group as it is until the budget allows its replacement.
+	actHold groupActionKind = "Hold"
+	// actRecreate replaces every pod of a group that lost a rank and records the attempt.
+	actRecreate groupActionKind = "Recreate"
+	// actWait leaves a group that lost a rank until its recreate backoff ends.
+	actWait groupActionKind = "Wait"
+	// actRemember records a formed group's members and forgets its earlier failures.
+	actRemember groupActionKind = "Remember"
+	// actScaleDown deletes a group above spec.replicas and its Service.
+	actScaleDown groupActionKind = "ScaleDown"
+	// actStop deletes a group's StatefulSet to stop its writers (a Fixed-namespace drain).
+	actStop groupActionKind = "Stop"
+)
+
+// groupAction is one step of a plan.
+type groupAction struct {
+	kind  groupActionKind
+	group int
+	// why says what the action answers: the rank a recreated group lost, what a held group
+	// waits for.
+	why string
+	// annotations are written to the group's StatefulSet with the action ("" removes one).
+	annotations map[string]string
+}
+
+// groupPlan is what to do to the serving groups this round, and when to look again.
+type groupPlan struct {
+	actions []groupAction
+	// requeueAfter is when a waiting group may be acted on; 0 when nothing waits on the clock.
+	requeueAfter time.Duration
+}
+
+// planGroups decides what to do to the serving groups, from the observed groups (their
+// StatefulSets, pods and recorded history), what the spec asks, and the time now.
+func planGroups(groups map[int]*group, want groupWant, now time.Time) groupPlan {
+	var plan groupPlan
+	indexes := make([]int, 0, len(groups))
+	for g := range groups {
+		indexes = append(indexes, g)
+	}
+	slices.SortFunc(indexes, func(a, b int) int { return cmp.Compare(b, a) })
+
+	if want.stop {
+		for _, g := range indexes {
+			if grp := groups[g]; grp.writes(want.stopNamespace) && grp.sts.DeletionTimestamp.IsZero() {
+				plan.actions = append(plan.actions, groupAction{kind: actStop, group: g})
+			}
+		}
+		return plan
+	}
+
+	// Scale down: whole groups, highest index first.
+	for _, g := range indexes {
+		if g >= want.replicas {
+			plan.actions = append(plan.actions, groupAction{kind: actScaleDown, group: g})
+		}
+	}
+
+	budget := max(want.maxUnavailable, 1)
+	for g, grp := range groups {
+		if g < want.replicas && !groupReady(grp, grp.size()) {
+			budget--
+		}
+	}
+	// takeDown spends budget on taking a group down; a group that is down already costs none.
+	takeDown := func(grp *group) bool {
+		if !groupReady(grp, grp.size()) {
+			return true
+		}
+		if budget <= 0 {
+			return false
+		}
+		budget--
+		return true
+	}
+
+	for g := range want.replicas {
+		grp, hash := groups[g], want.hashes[g]
+		act := groupAction{kind: actKeep, group: g}
+		switch {
+		case grp == nil:
+			act.kind = actCreate
+		case grp.sts.Annotations[AnnotationTemplateHash] != hash:
+			if takeDown(grp) {
+				act.kind, act.annotations = actRoll, map[string]string{AnnotationMembers: ""}
+			} else {
+				act.kind, act.why = actHold, "waiting for spec.rollout.maxUnavailable"
+			}
+		case slices.ContainsFunc(grp.pods, func(p corev1.Pod) bool { return p.Annotations[AnnotationTemplateHash] != hash }):
+			// Pods of an older template, left by an interrupted roll, go together.
+			act.kind, act.annotations = actReplace, map[string]string{AnnotationMembers: ""}
+		default:
+			if broken, why := groupBroken(grp); broken {
+				count, wait := recreateBackoff(grp.sts, now)
+				act.why = why
+				if wait > 0 {
+					act.kind = actWait
+					plan.requeueAfter = minPositive(plan.requeueAfter, wait)
+					break
+				}
+				act.kind, act.annotations = actRecreate, map[string]string{AnnotationMembers: "",
+					AnnotationRecreations: strconv.Itoa(count + 1), AnnotationRecreatedAt: now.UTC().Format(time.RFC3339)}
+				break
+			}
+			if members := membersAnnotation(grp.pods); groupReady(grp, grp.size()) && grp.sts.Annotations[AnnotationMembers] != members {
+				act.kind, act.annotations = actRemember, map[string]string{
+					AnnotationMembers: members, AnnotationRecreations: "", AnnotationRecreatedAt: ""}
+			}
+		}
+		plan.actions = append(plan.actions, act)
+	}
+	return plan
+}
+
+// writes tells whether the group's pods write the L3 namespace ns; every group matches "".
+func (g *group) writes(ns string) bool {
+	return ns == "" || g.sts.Spec.Template.Labels[LabelCacheNamespace] == ns
+}
+
+// recreateBackoff is how many times a group was recreated since it last formed, and how long to
+// wait before recreating it again: nothing the first time, then 10 s doubling up to 5 minutes.
+func recreateBackoff(sts *appsv1.StatefulSet, now time.Time) (int, time.Duration) {
+	count, _ := strconv.Atoi(sts.Annotations[AnnotationRecreations])
+	at, err := time.Parse(time.RFC3339, sts.Annotations[AnnotationRecreatedAt])
+	if count == 0 || err != nil {
+		return count, 0
+	}
+	delay := 10 * time.Second << min(count-1, 5)
+	if delay > 5*time.Minute {
+		delay = 5 * time.Minute
+	}
+	return count, max(at.Add(delay).Sub(now), 0)
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	if a <= 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}
+
+// executeGroupPlan carries out a plan: desired holds the rendered StatefulSet of each group below
+// spec.replicas (nil for a plan that only stops groups). It records in obs which groups it
+// replaced and which it removed.
+func (r *HiCacheDeploymentReconciler) executeGroupPlan(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, obs *observed, plan groupPlan, desired []*appsv1.StatefulSet) error {
+	a := applier{r.Client}
+	for _, act := range plan.actions {
+		g := act.group
+		grp := obs.groups[g]
+		switch act.kind {
+		case actStop, actScaleDown:
+			if err := r.Delete(ctx, grp.sts, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting serving group %d: %w", g, err)
+			}
+			if act.kind == actScaleDown {
+				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: groupName(hcd.Name, g), Namespace: hcd.Namespace}}
+				if err := r.Delete(ctx, svc); client.IgnoreNotFound(err) != nil {
+					return fmt.Errorf("deleting the Service of serving group %d: %w", g, err)
+				}
+			}
+			delete(obs.groups, g)
+			continue
+		}
+		// Every group below spec.replicas keeps its headless Service.
+		if _, err := a.apply(ctx, buildHeadlessService(hcd, g), &corev1.Service{}); err != nil {
+			return err
+		}
+		switch act.kind {
+		case actHold:
+			continue
+		case actCreate, actRoll:
+			if _, err := a.apply(ctx, desired[g], nil); err != nil {
+				return err
+			}
+		default:
+			if _, err := a.apply(ctx, desired[g], &appsv1.StatefulSet{}); err != nil {
+				return err
+			}
+		}
+		if act.kind == actRecreate {
+			ctrl.LoggerFrom(ctx).Info("Recreating a serving group that lost a rank", "group", g, "why", act.why, "attempt", act.annotations[AnnotationRecreations])
+			r.Recorder.Eventf(hcd, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonGroupRecreated, "Recreate",
+				"Serving group %d lost a rank (%s); recreating all %d of its pods, since a process group cannot take a rank back", g, act.why, len(grp.pods))
+		}
+		switch act.kind {
+		case actRoll, actReplace, actRecreate:
+			if err := r.deletePods(ctx, grp.pods); err != nil {
+				return fmt.Errorf("replacing the pods of serving group %d: %w", g, err)
+			}
+		}
+		if len(act.annotations) > 0 {
+			if err := r.setGroupAnnotations(ctx, grp.sts, act.annotations); err != nil {
+				return fmt.Errorf("recording the history of serving group %d: %w", g, err)
+			}
+		}
+		switch act.kind {
+		case actRoll, actReplace:
+			obs.rolling = append(obs.rolling, g)
+		case actRecreate:
+			obs.recreated = append(obs.recreated, g)
+		}
+	}
+	return nil
+}
