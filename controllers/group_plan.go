@@ -148,8 +148,15 @@ func planGroups(groups map[int]*group, want groupWant, now time.Time) groupPlan 
 				act.kind, act.why = actHold, "waiting for spec.rollout.maxUnavailable"
 			}
 		case slices.ContainsFunc(grp.pods, func(p corev1.Pod) bool { return p.Annotations[AnnotationTemplateHash] != hash }):
-			// Pods of an older template, left by an interrupted roll, go together.
-			act.kind, act.annotations = actReplace, map[string]string{AnnotationMembers: ""}
+			// Pods of an older template, left by an interrupted roll, go together. A ready group
+			// takes the budget as a roll does: the cache shows one when it has seen a roll's
+			// StatefulSet write but not yet its pod deletes, and a second group must not roll
+			// beside it.
+			if takeDown(grp) {
+				act.kind, act.annotations = actReplace, map[string]string{AnnotationMembers: ""}
+			} else {
+				act.kind, act.why = actHold, "waiting for spec.rollout.maxUnavailable"
+			}
 		default:
 			if broken, why := groupBroken(grp); broken {
 				count, wait := recreateBackoff(grp.sts, now)

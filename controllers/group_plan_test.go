@@ -137,6 +137,13 @@ func TestPlanGroups(t *testing.T) {
 			}(), formedGroup(2, 2, "old")),
 			want: want(3, 1), plan: "Keep 0, Replace 1, Hold 2",
 		},
+		// A ready group whose pods are replaced takes the budget like a roll: before, the rest of
+		// an interrupted roll took none, and a second group rolled beside it. The cache shows the
+		// same when it has seen a roll's StatefulSet write but not yet its pod deletes.
+		"the rest of an interrupted roll takes the budget": {
+			groups: groupsOf(interruptedGroup(0, 2, "old", "new"), formedGroup(1, 2, "old")), want: want(2, 1),
+			plan: "Replace 0, Hold 1",
+		},
 		"a shape change rolls the groups of the old shape within the budget": {
 			// The new shape has 4 ranks per group; the groups of 2 are ready as they are.
 			groups: groupsOf(formedGroup(0, 2, "old"), formedGroup(1, 2, "old"), formedGroup(2, 2, "old")), want: want(3, 1),
@@ -261,5 +268,101 @@ func TestPlanGroupsHistory(t *testing.T) {
 	}
 	if why := plan.actions[0].why; !strings.Contains(why, "failed") {
 		t.Errorf("the recreate says %q, want the failed pod named", why)
+	}
+}
+
+// A whole rollout, round after round, through a cache that has seen each StatefulSet write at
+// once but each pod change only one round later (the informer's lag): at no round are more
+// groups down than spec.rollout.maxUnavailable, and the rollout finishes.
+func TestPlanGroupsRolloutUnderCacheLag(t *testing.T) {
+	for _, tc := range []struct{ groups, maxUnavailable, ranks int }{{4, 1, 2}, {5, 2, 2}, {3, 1, 1}} {
+		t.Run(fmt.Sprintf("%d groups of %d, maxUnavailable %d", tc.groups, tc.ranks, tc.maxUnavailable), func(t *testing.T) {
+			type world struct {
+				sts  *group       // the StatefulSet as the API holds it
+				pods []corev1.Pod // the pods as the API holds them
+				age  int          // rounds the pods have existed
+			}
+			w := make([]*world, tc.groups)
+			lagged := make([][]corev1.Pod, tc.groups)
+			for g := range w {
+				f := formedGroup(g, tc.ranks, "old")
+				w[g] = &world{sts: f, pods: f.pods, age: 9}
+				lagged[g] = f.pods
+			}
+			uid := 0
+			want := groupWant{replicas: tc.groups, hashes: hashes(tc.groups, "new"), maxUnavailable: tc.maxUnavailable}
+			for round := range 40 {
+				// What the cache shows: today's StatefulSets, last round's pods.
+				seen := map[int]*group{}
+				for g := range w {
+					sts := w[g].sts.sts.DeepCopy()
+					seen[g] = &group{index: g, sts: sts, pods: lagged[g]}
+				}
+				plan := planGroups(seen, want, t0.Time)
+				for g := range w {
+					lagged[g] = w[g].pods
+				}
+				done := true
+				for _, a := range plan.actions {
+					ws := w[a.group]
+					switch a.kind {
+					case actRoll:
+						ws.sts.sts.Annotations[AnnotationTemplateHash] = "new"
+						ws.pods = nil
+					case actReplace, actRecreate:
+						ws.pods = nil
+					case actKeep, actRemember:
+					default:
+						done = false
+					}
+					for k, v := range a.annotations {
+						ws.sts.sts.Annotations[k] = v
+					}
+					if a.kind != actKeep {
+						done = false
+					}
+				}
+				down := 0
+				for g := range w {
+					if !groupReady(&group{sts: w[g].sts.sts, pods: w[g].pods}, tc.ranks) {
+						down++
+					}
+				}
+				if down > max(tc.maxUnavailable, 1) {
+					t.Fatalf("round %d: %d groups down after %q, spec.rollout.maxUnavailable is %d", round, down, describe(plan), tc.maxUnavailable)
+				}
+				if done && down == 0 {
+					for g := range w {
+						if !groupCurrent(&group{sts: w[g].sts.sts, pods: w[g].pods}, "new") {
+							t.Fatalf("round %d: nothing left to do, but group %d is not current", round, g)
+						}
+					}
+					return
+				}
+				// The StatefulSets recreate missing pods; pods become ready a round after they start.
+				for g := range w {
+					ws := w[g]
+					if ws.pods == nil {
+						ws.age = 0
+						for i := range tc.ranks {
+							uid++
+							ws.pods = append(ws.pods, makePod("g"+strconv.Itoa(g), i).UID(strconv.Itoa(uid)).Running().
+								Hash(ws.sts.sts.Annotations[AnnotationTemplateHash]).Obj())
+						}
+						continue
+					}
+					ws.age++
+					if ws.age == 1 {
+						ready := make([]corev1.Pod, len(ws.pods))
+						for i, p := range ws.pods {
+							b := &podBuilder{p: *p.DeepCopy()}
+							ready[i] = b.Ready().Obj()
+						}
+						ws.pods = ready
+					}
+				}
+			}
+			t.Fatal("the rollout did not finish in 40 rounds")
+		})
 	}
 }
