@@ -279,7 +279,11 @@ func (b *builder) mooncakeRecipe(img images.Image) (recipe, error) {
 	if err != nil {
 		return recipe{}, err
 	}
-	pin, err := imagebuild.ParseMooncakePin(script)
+	requirements, err := os.ReadFile(filepath.Join(b.root, "hack/sglang/requirements.txt"))
+	if err != nil {
+		return recipe{}, err
+	}
+	pin, err := imagebuild.ParseMooncakePin(script, requirements)
 	if err != nil {
 		return recipe{}, err
 	}

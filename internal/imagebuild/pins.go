@@ -23,9 +23,11 @@ var (
 	debRe    = regexp.MustCompile(`^\s*\[[^\]]+\]=([a-z0-9][a-z0-9.+-]*)\s*$`)
 )
 
-// ParseMooncakePin reads the pin out of hack/mooncake.sh, the one place it is written, so that
-// the image carries exactly the release the tests run.
-func ParseMooncakePin(script []byte) (MooncakePin, error) {
+// ParseMooncakePin reads the pin out of hack/mooncake.sh, so that the image carries exactly the
+// release the tests run. The script names the package; the version is either assigned there or,
+// when the script reads it from hack/sglang/requirements.txt (the one pin the conformance venv
+// shares), taken from the requirement line package==version of requirements.
+func ParseMooncakePin(script, requirements []byte) (MooncakePin, error) {
 	var p MooncakePin
 	inMap := false
 	sc := bufio.NewScanner(bytes.NewReader(script))
@@ -55,9 +57,15 @@ func ParseMooncakePin(script []byte) (MooncakePin, error) {
 	if err := sc.Err(); err != nil {
 		return MooncakePin{}, err
 	}
+	if p.Version == "" && p.Package != "" {
+		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(p.Package) + `==([A-Za-z0-9._+-]+)`)
+		if m := re.FindSubmatch(requirements); m != nil {
+			p.Version = string(m[1])
+		}
+	}
 	switch {
 	case p.Package == "" || p.Version == "":
-		return MooncakePin{}, fmt.Errorf("hack/mooncake.sh has no MOONCAKE_PACKAGE=... and MOONCAKE_VERSION=... lines at the start of a line")
+		return MooncakePin{}, fmt.Errorf("hack/mooncake.sh has no MOONCAKE_PACKAGE=... line, or neither a MOONCAKE_VERSION=... line nor a <package>==<version> line in hack/sglang/requirements.txt")
 	case len(p.DebPackages) == 0:
 		return MooncakePin{}, fmt.Errorf("hack/mooncake.sh has no DEB_PACKAGE_OF map of libraries to Debian packages")
 	}

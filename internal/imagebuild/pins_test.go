@@ -23,9 +23,10 @@ declare -A DEB_PACKAGE_OF=(
 echo "${MOONCAKE_VERSION}"
 `
 	cases := map[string]struct {
-		script  string
-		want    MooncakePin
-		wantErr string
+		script       string
+		requirements string
+		want         MooncakePin
+		wantErr      string
 	}{
 		"pin and packages, sorted and unique, indented assignments ignored": {
 			script: script,
@@ -33,8 +34,15 @@ echo "${MOONCAKE_VERSION}"
 				DebPackages: []string{"libibverbs1", "libnuma1"}},
 		},
 		"no version": {
-			script:  strings.Replace(script, "MOONCAKE_VERSION=0.3.13.post1\n", "", 1),
-			wantErr: "no MOONCAKE_PACKAGE",
+			script:       strings.Replace(script, "MOONCAKE_VERSION=0.3.13.post1\n", "", 1),
+			requirements: "other==1.0 \\\n  --hash=sha256:00\n",
+			wantErr:      "no MOONCAKE_PACKAGE",
+		},
+		"the version from the requirements when the script reads it from there": {
+			script:       strings.Replace(script, "MOONCAKE_VERSION=0.3.13.post1\n", "MOONCAKE_VERSION=$(sed -n ... requirements.txt)\n", 1),
+			requirements: "torch==2.14.1 \\\n    --hash=sha256:00\nmooncake-transfer-engine-non-cuda==0.3.13.post1 \\\n    --hash=sha256:11\n",
+			want: MooncakePin{Package: "mooncake-transfer-engine-non-cuda", Version: "0.3.13.post1",
+				DebPackages: []string{"libibverbs1", "libnuma1"}},
 		},
 		"no library map": {
 			script:  "MOONCAKE_PACKAGE=p\nMOONCAKE_VERSION=1\n",
@@ -47,7 +55,7 @@ echo "${MOONCAKE_VERSION}"
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := ParseMooncakePin([]byte(tc.script))
+			got, err := ParseMooncakePin([]byte(tc.script), []byte(tc.requirements))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
@@ -71,7 +79,11 @@ func TestRepositoryPinMatchesImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pin, err := ParseMooncakePin(script)
+	requirements, err := os.ReadFile("../../hack/sglang/requirements.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin, err := ParseMooncakePin(script, requirements)
 	if err != nil {
 		t.Fatal(err)
 	}
