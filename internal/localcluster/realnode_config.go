@@ -44,6 +44,8 @@ state = %[2]q
     # Without CAP_SYS_RESOURCE runc cannot lower oom_score_adj (sandboxes ask for -998) and
     # every sandbox fails with "can't get final child's PID from pipe: EOF".
     restrict_oom_score_adj = true
+    # Pods' network namespaces under the state directory, not /run/netns: they go with it.
+    netns_mounts_under_state_dir = true
     [plugins."io.containerd.grpc.v1.cri".containerd]
       snapshotter = "overlayfs"
       default_runtime_name = "runc"

@@ -3,6 +3,8 @@ package localcluster
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -102,6 +104,9 @@ func removeSandboxes(ctx context.Context, socket string) error {
 func teardownRecord(ctx context.Context, rec nodeRecord) error {
 	var errs []error
 	nodeDir := filepath.Join(rec.Dir, "node")
+	// The ids of its containers and sandboxes (their cgroups' names), found before the
+	// cgroups go: the CNI plugins' result cache names them.
+	ids := containerIDs(rec.CgroupRoot)
 	for attempt := 0; ; attempt++ {
 		killed := killCgroupProcs(rec.CgroupRoot)
 		if err := KillProcessesUsing(nodeDir); err != nil {
@@ -131,6 +136,84 @@ func teardownRecord(ctx context.Context, rec nodeRecord) error {
 	}
 	if err := removeLogLinks(hostLogLinks, rec.Dir); err != nil {
 		errs = append(errs, err)
+	}
+	// containerd removes these when it tears a sandbox down, and a shim its socket when it
+	// exits; killed, they leave them behind.
+	if err := removeNamed(cniResultCache, ids); err != nil {
+		errs = append(errs, err)
+	}
+	socket := filepath.Join(nodeDir, "containerd", "containerd.sock")
+	for _, id := range ids {
+		if err := os.Remove(shimSocket(socket, id)); err != nil && !os.IsNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// shimSocket is where containerd 1.6's runc shim of a sandbox listens, whatever containerd's
+// configuration says: /run/containerd/s/<sha256 of address/namespace/id>.
+func shimSocket(containerdAddress, id string) string {
+	sum := sha256.Sum256([]byte(filepath.Join(containerdAddress, ContainerdNamespace, id)))
+	return filepath.Join("/run/containerd/s", hex.EncodeToString(sum[:]))
+}
+
+// cniResultCache is where libcni caches each attachment's result, whatever the configuration.
+const cniResultCache = "/var/lib/cni/results"
+
+// containerIDs lists the names of the container cgroups (64 hex digits) below root.
+func containerIDs(root string) []string {
+	if root == "" || root == "/" {
+		return nil
+	}
+	seen := map[string]bool{}
+	var ids []string
+	for _, h := range cgroupHierarchies() {
+		_ = filepath.WalkDir(filepath.Join(h, root), func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() && isContainerID(d.Name()) && !seen[d.Name()] {
+				seen[d.Name()] = true
+				ids = append(ids, d.Name())
+			}
+			return nil
+		})
+	}
+	return ids
+}
+
+func isContainerID(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, r := range s {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// removeNamed removes the entries of dir whose names contain one of ids.
+func removeNamed(dir string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		for _, id := range ids {
+			if strings.Contains(e.Name(), id) {
+				if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+					errs = append(errs, err)
+				}
+				break
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

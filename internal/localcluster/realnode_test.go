@@ -2,6 +2,8 @@ package localcluster_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -232,48 +235,153 @@ func TestRealNode(t *testing.T) {
 	})
 
 	t.Run("Stop leaves nothing on the host", func(t *testing.T) {
-		procs, err := localcluster.ProcessesUsing(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		containers := cgroupProcs(t, node)
-		if len(containers) == 0 {
-			t.Errorf("no container process found in the real node's cgroups before Stop")
-		}
-		mounts, err := localcluster.MountsUnder(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(mounts) == 0 {
-			t.Errorf("no mount under %s before Stop: the check below would prove nothing", dir)
-		}
-		t.Logf("before Stop: %d processes name the cluster dir, %d container processes, %d mounts", len(procs), len(containers), len(mounts))
-
+		fp := takeFootprint(t, node, dir)
 		began := time.Now()
 		if err := c.Stop(); err != nil {
 			t.Errorf("Stop: %v", err)
 		}
 		stopped = true
 		t.Logf("stopped in %s", time.Since(began).Round(time.Millisecond))
-
-		if pids, _ := localcluster.ProcessesUsing(dir); len(pids) != 0 {
-			t.Errorf("after Stop, processes %v still name %s", pids, dir)
-		}
-		for _, pid := range containers {
-			if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil {
-				t.Errorf("container process %d still runs after Stop", pid)
-			}
-		}
-		if left, _ := localcluster.MountsUnder(dir); len(left) != 0 {
-			t.Errorf("after Stop, still mounted: %v", left)
-		}
-		if _, err := os.Stat(filepath.Join("/run/netns", node.NetNS)); !os.IsNotExist(err) {
-			t.Errorf("the network namespace %s is still there (stat: %v)", node.NetNS, err)
-		}
-		if diff := cmp.Diff(host, snapshotHost(t)); diff != "" {
-			t.Errorf("the host differs after Stop (-before +after):\n%s", diff)
-		}
+		fp.assertGone(t, host)
 	})
+}
+
+// footprint is what one running real node has on the host, found before it stops.
+type footprint struct {
+	dir, netns, cgroupRoot string
+	link                   string
+	containers             []int
+	// podNetns are the mount points that pin its pods' network namespaces.
+	podNetns []string
+	// ids are the container and sandbox ids of its containers (their cgroups' names).
+	ids []string
+}
+
+func takeFootprint(t *testing.T, node *localcluster.RealNode, dir string) footprint {
+	t.Helper()
+	fp := footprint{dir: dir, netns: node.NetNS, cgroupRoot: node.CgroupRoot, link: "hc-" + strings.TrimPrefix(node.NetNS, "hicache-")}
+	fp.containers = cgroupProcs(t, node)
+	if len(fp.containers) == 0 {
+		t.Errorf("no container process in the real node's cgroups: the checks below would prove nothing")
+	}
+	inodes := map[uint64]bool{}
+	for _, pid := range fp.containers {
+		var st syscall.Stat_t
+		if syscall.Stat(filepath.Join("/proc", strconv.Itoa(pid), "ns", "net"), &st) == nil {
+			inodes[st.Ino] = true
+		}
+	}
+	for _, mp := range mountPoints() {
+		var st syscall.Stat_t
+		if syscall.Stat(mp, &st) == nil && inodes[st.Ino] {
+			fp.podNetns = append(fp.podNetns, mp)
+		}
+	}
+	if len(fp.podNetns) == 0 {
+		t.Errorf("no mount pins a pod network namespace of the real node")
+	}
+	_ = filepath.WalkDir(filepath.Join("/sys/fs/cgroup/pids", node.CgroupRoot), func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && len(d.Name()) == 64 {
+			fp.ids = append(fp.ids, d.Name())
+		}
+		return nil
+	})
+	mounts, _ := localcluster.MountsUnder(dir)
+	t.Logf("before the real node goes: %d container processes, %d pod network namespaces, %d containers, %d mounts below its directory",
+		len(fp.containers), len(fp.podNetns), len(fp.ids), len(mounts))
+	return fp
+}
+
+// assertGone checks that nothing of the node is left. When no other real node runs on the
+// host any more, the whole host must be as it was before (snapshot before).
+func (fp footprint) assertGone(t *testing.T, before hostSnapshot) {
+	t.Helper()
+	if pids, _ := localcluster.ProcessesUsing(fp.dir); len(pids) != 0 {
+		t.Errorf("processes %v still name %s", pids, fp.dir)
+	}
+	for _, pid := range fp.containers {
+		if processRuns(pid) {
+			t.Errorf("container process %d still runs", pid)
+		}
+	}
+	if left, _ := localcluster.MountsUnder(fp.dir); len(left) != 0 {
+		t.Errorf("still mounted: %v", left)
+	}
+	if _, err := os.Lstat(filepath.Join("/run/netns", fp.netns)); !os.IsNotExist(err) {
+		t.Errorf("the network namespace %s is still there (lstat: %v)", fp.netns, err)
+	}
+	for _, mp := range mountPoints() {
+		if slices.Contains(fp.podNetns, mp) {
+			t.Errorf("a pod's network namespace is still mounted at %s", mp)
+		}
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/net", fp.link)); err == nil {
+		t.Errorf("the host's side of the veth pair, %s, is still there", fp.link)
+	}
+	hierarchies, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, h := range hierarchies {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h.Name(), fp.cgroupRoot)); err == nil {
+			t.Errorf("the cgroup %s/%s is still there", h.Name(), fp.cgroupRoot)
+		}
+	}
+	for _, d := range []string{"/var/lib/cni", "/var/log/containers", "/run/containerd"} {
+		_ = filepath.WalkDir(d, func(path string, _ os.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			for _, id := range fp.ids {
+				if strings.Contains(filepath.Base(path), id) {
+					t.Errorf("%s is left, of container %s", path, id)
+				}
+			}
+			if target, err := os.Readlink(path); err == nil && strings.HasPrefix(target, fp.dir+"/") {
+				t.Errorf("%s is left, a link into %s", path, fp.dir)
+			}
+			return nil
+		})
+	}
+	// containerd 1.6's shim sockets: /run/containerd/s/<sha256 of address/namespace/sandbox id>.
+	address := filepath.Join(fp.dir, "node", "containerd", "containerd.sock")
+	for _, id := range fp.ids {
+		sum := sha256.Sum256([]byte(filepath.Join(address, localcluster.ContainerdNamespace, id)))
+		if p := filepath.Join("/run/containerd/s", hex.EncodeToString(sum[:])); fileExists(p) {
+			t.Errorf("the shim socket %s of sandbox %s is left", p, id)
+		}
+	}
+	if _, err := os.Stat("/run/hicache-localcluster"); err == nil || before.Registered {
+		t.Logf("another real node ran on this host meanwhile: the host-wide comparison is skipped")
+		return
+	}
+	if diff := cmp.Diff(before, snapshotHost(t)); diff != "" {
+		t.Errorf("the host differs (-before +after):\n%s", diff)
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// mountPoints lists every mount point of the host.
+func mountPoints() []string {
+	data, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(l); len(f) > 4 {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+// processRuns tells whether pid is alive and not a zombie waiting for its new parent.
+func processRuns(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
 
 // hostSnapshot is what a real node may touch on the host.
@@ -466,4 +574,95 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestReapRealNode kills the process that owns a cluster with a real node and a running pod
+// (as a -timeout panic would: the control plane, containerd and the kubelet die with it, the
+// pod's containers and shims do not), then checks that Reap leaves nothing on the host.
+func TestReapRealNode(t *testing.T) {
+	if os.Getenv(reapChildEnv) != "" {
+		reapChild(t)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("the real node needs root; run the tests as root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	probe := buildProbeImage(t)
+	host := snapshotHost(t)
+	dir := filepath.Join(t.TempDir(), "cluster")
+	ready := filepath.Join(t.TempDir(), "ready")
+
+	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestReapRealNode$", "-test.v")
+	child.Env = append(os.Environ(), reapChildEnv+"=1", "REAP_DIR="+dir, "REAP_READY="+ready, "REAP_PROBE="+probe)
+	out := &strings.Builder{}
+	child.Stdout, child.Stderr = out, out
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, 4*time.Minute, "the owner to start its cluster and pod", func(context.Context) (bool, string, error) {
+		if child.ProcessState != nil {
+			return false, "", fmt.Errorf("the owner exited: %s", out)
+		}
+		_, err := os.Stat(ready)
+		return err == nil, "", nil
+	})
+	data, err := os.ReadFile(ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	netns, cgroupRoot, _ := strings.Cut(strings.TrimSpace(string(data)), " ")
+	fp := takeFootprint(t, &localcluster.RealNode{NetNS: netns, CgroupRoot: cgroupRoot}, dir)
+	_ = child.Process.Kill()
+	_ = child.Wait()
+	// The control plane, containerd and the kubelet die with their owner; the pod does not.
+	time.Sleep(time.Second)
+	running := 0
+	for _, pid := range fp.containers {
+		if processRuns(pid) {
+			running++
+		}
+	}
+	if running == 0 {
+		t.Fatalf("no container outlived its owner: the test would prove nothing; owner's output:\n%s", out)
+	}
+	t.Logf("after the owner died, %d of %d container processes still run", running, len(fp.containers))
+
+	if err := localcluster.Reap(dir); err != nil {
+		t.Errorf("Reap: %v", err)
+	}
+	fp.assertGone(t, host)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Errorf("remove the reaped cluster directory: %v", err)
+	}
+}
+
+const reapChildEnv = "LOCALCLUSTER_REAP_OWNER"
+
+// reapChild is the owner TestReapRealNode kills: a cluster with a real node and one Ready pod.
+func reapChild(t *testing.T) {
+	ctx := context.Background()
+	c, err := localcluster.Start(ctx, localcluster.Options{
+		Dir:      os.Getenv("REAP_DIR"),
+		RealNode: &localcluster.RealNodeOptions{Images: []string{os.Getenv("REAP_PROBE")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitForServiceAccount(ctx, metav1.NamespaceDefault); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, probePod(metav1.NamespaceDefault, "orphan", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReadyPods(ctx, t, cs, metav1.NamespaceDefault, "app=orphan", 1)
+	if err := os.WriteFile(os.Getenv("REAP_READY"), []byte(c.RealNode().NetNS+" "+c.RealNode().CgroupRoot), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {} // until killed
 }

@@ -82,7 +82,7 @@ func TestRealNodeConfigs(t *testing.T) {
 		want   []string
 	}{
 		"containerd": {containerdConfig(l), []string{
-			`sandbox_image = "localhost/pause:local"`, `restrict_oom_score_adj = true`, `SystemdCgroup = false`,
+			`sandbox_image = "localhost/pause:local"`, `restrict_oom_score_adj = true`, `SystemdCgroup = false`, `netns_mounts_under_state_dir = true`,
 			`address = "/d/node/containerd/containerd.sock"`, `Root = "/d/node/containerd/runc"`, `conf_dir = "/d/node/cni/net.d"`,
 		}},
 		"cni": {cniConfig(l), []string{`"subnet": "10.244.0.0/24"`, `"hairpinMode": true`, `"dataDir": "/d/node/cni/ipam"`}},
