@@ -48,6 +48,36 @@ type CacheFlushReconciler struct {
 	// It only spares this process claims it would give back: across processes the durable
 	// claims decide.
 	running sync.Map // namespace/backend → *sync.Mutex
+	// givenBack holds the claims this process gave back without running their attempts, until
+	// the give-back is stored: a write of the flush by another process in between refuses it.
+	givenBack sync.Map // namespace/name → givenBack
+}
+
+// givenBack is a claim given back, of the flush with UID.
+type givenBack struct {
+	UID   types.UID
+	Claim *givenBackClaim
+}
+
+// givenBackOf is the claim of cf this process gave back, if its give-back is not stored yet.
+func (r *CacheFlushReconciler) givenBackOf(cf *hicachev1alpha1.CacheFlush) *givenBackClaim {
+	if v, ok := r.givenBack.Load(client.ObjectKeyFromObject(cf)); ok && v.(givenBack).UID == cf.UID {
+		return v.(givenBack).Claim
+	}
+	return nil
+}
+
+// storeGiveBack writes the flush with its claim given back; a refused write leaves the claim to
+// be given back again by the next look.
+func (r *CacheFlushReconciler) storeGiveBack(ctx context.Context, w *flushStatusWriter) (ctrl.Result, error) {
+	if err := w.write(ctx); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	r.givenBack.Delete(client.ObjectKeyFromObject(w.cf))
+	return ctrl.Result{RequeueAfter: time.Second + time.Duration(rand.Int64N(int64(2*time.Second)))}, nil //nolint:gosec // a jitter, not a secret
 }
 
 // lockBackend takes the backend's lock if it is free.
@@ -113,6 +143,9 @@ func (w *flushStatusWriter) write(ctx context.Context) error {
 func (r *CacheFlushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var cf hicachev1alpha1.CacheFlush
 	if err := r.Get(ctx, req.NamespacedName, &cf); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.givenBack.Delete(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !cf.DeletionTimestamp.IsZero() {
@@ -172,7 +205,7 @@ func (r *CacheFlushReconciler) run(ctx context.Context, w *flushStatusWriter) (c
 	p := r.policy()
 	plan := planFlush(flushObservation{
 		Status: &cf.Status, Finished: finished(cf), Identity: r.Options.Identity, Now: now,
-		Jobs: jobs, Turn: turnOf(cf.Name, others.Items, now), Policy: p,
+		Jobs: jobs, Turn: turnOf(cf.Name, others.Items, now), Policy: p, GivenBack: r.givenBackOf(cf),
 	})
 	switch plan.Step {
 	case stepDone:
@@ -196,6 +229,9 @@ func (r *CacheFlushReconciler) run(ctx context.Context, w *flushStatusWriter) (c
 		}
 		r.event(cf, giveUp(cf, p, reason, msg, now))
 		return ctrl.Result{}, nil
+	case stepGiveBack:
+		giveBack(cf, &r.givenBackOf(cf).Before, "", now)
+		return r.storeGiveBack(ctx, w)
 	case stepRecover:
 		return r.recover(ctx, w, plan.Attempt)
 	case stepPoll:
@@ -277,13 +313,18 @@ func (r *CacheFlushReconciler) start(ctx context.Context, w *flushStatusWriter, 
 	// One flush of a backend at a time, across processes too: another process may have claimed
 	// another flush of this backend at the same moment. Both claims are stored before either
 	// reads the other, so at least one of the two sees the other and gives its claim back.
-	if other, err := r.claimedElsewhere(ctx, cf, now); err != nil {
-		return ctrl.Result{}, err
-	} else if other != "" {
-		cf.Status = *unclaimed
-		setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForTurn,
-			fmt.Sprintf("Waiting for CacheFlush %s of the same backend to finish", other), now)
-		return ctrl.Result{RequeueAfter: time.Second + time.Duration(rand.Int64N(int64(2*time.Second)))}, nil //nolint:gosec // a jitter, not a secret
+	// A claim given back is remembered until its give-back is stored: this process's claim of an
+	// attempt that never ran must not be taken for an interrupted one (counted, or its Job
+	// created) by the next look.
+	r.givenBack.Delete(client.ObjectKeyFromObject(cf)) // a claim given back earlier is gone
+	if other, err := r.claimedElsewhere(ctx, cf, now); err != nil || other != "" {
+		r.givenBack.Store(client.ObjectKeyFromObject(cf), givenBack{UID: cf.UID,
+			Claim: &givenBackClaim{Claim: *cf.Status.Claim.DeepCopy(), Before: *unclaimed}})
+		if err != nil {
+			return ctrl.Result{}, err // the next look gives the claim back
+		}
+		giveBack(cf, unclaimed, other, now)
+		return r.storeGiveBack(ctx, w)
 	}
 
 	// 6. Execute.

@@ -19,7 +19,10 @@ import (
 // only one gets to run the attempt. The claim goes when the attempt's result is recorded. A
 // claim whose holder stopped (it lapsed, or it names this very process, which runs no attempt
 // outside the reconcile that claimed it) is recovered: the attempt counts once, and what the
-// scope held before it (claim.keysBefore) against what it holds now says what it removed.
+// scope held before it (claim.keysBefore) against what it holds now says what it removed. A
+// claim given back before its attempt ran (another flush of the backend held it) is no attempt:
+// the process remembers it until the give-back is stored, so that its own claim seen again is
+// given back again, not recovered.
 
 // flushPolicy bounds a flush's attempts.
 type flushPolicy struct {
@@ -80,10 +83,13 @@ const (
 	stepRecover
 	// stepGiveUp: no attempt is left; record the flush as Failed for good.
 	stepGiveUp
+	// stepGiveBack: this process gave the claim of attempt Attempt back without running it, and
+	// the give-back is not stored yet: store it (the attempt did not run and does not count).
+	stepGiveBack
 )
 
 func (s flushStep) String() string {
-	return [...]string{"Done", "WaitClaim", "WaitTurn", "WaitJob", "Backoff", "Start", "Poll", "Recover", "GiveUp"}[s]
+	return [...]string{"Done", "WaitClaim", "WaitTurn", "WaitJob", "Backoff", "Start", "Poll", "Recover", "GiveUp", "GiveBack"}[s]
 }
 
 // flushPlan is the next step, with what it needs.
@@ -121,6 +127,25 @@ type flushObservation struct {
 	// Turn is another flush of the backend with an attempt under way, if any.
 	Turn   *backendTurn
 	Policy flushPolicy
+	// GivenBack is the claim of this flush that this process gave back without running its
+	// attempt, while that give-back may not be stored yet (another process wrote the flush
+	// meanwhile, or the write failed). A claim of this process seen afresh is otherwise one of
+	// an interrupted attempt.
+	GivenBack *givenBackClaim
+}
+
+// givenBackClaim is a claim a process gave back without running its attempt, with the status
+// the flush had before it was claimed.
+type givenBackClaim struct {
+	Claim  hicachev1alpha1.FlushClaim
+	Before hicachev1alpha1.CacheFlushStatus
+}
+
+// is tells whether c is the claim that was given back (the same holder took the same attempt at
+// the same time).
+func (g *givenBackClaim) is(c *hicachev1alpha1.FlushClaim) bool {
+	return g != nil && c != nil && c.Holder == g.Claim.Holder && c.Attempt == g.Claim.Attempt &&
+		c.AcquireTime.Equal(&g.Claim.AcquireTime) && c.ExpiryTime.Equal(&g.Claim.ExpiryTime)
 }
 
 // planFlush is the next step of a flush.
@@ -130,6 +155,10 @@ func planFlush(o flushObservation) flushPlan {
 	}
 	st := o.Status
 	if c := st.Claim; c != nil {
+		if c.Holder == o.Identity && o.GivenBack.is(c) {
+			// Its attempt never ran (nor its Job was created): not an interrupted attempt.
+			return flushPlan{Step: stepGiveBack, Attempt: c.Attempt}
+		}
 		lapsed := !o.Now.Before(c.ExpiryTime.Time)
 		if st.Method == hicachev1alpha1.MethodJob {
 			// The attempt runs in its Job, whoever started it: whoever sees the Job ended
@@ -254,6 +283,28 @@ func startAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, holder, method 
 		setFlushCondition(cf, hicachev1alpha1.ConditionFailed, false, hicachev1alpha1.ReasonRunning, msg, now)
 	}
 	return flushEvent{Type: "Normal", Reason: "AttemptStarted", Action: "Flush", Message: msg}
+}
+
+// giveBack returns a claim whose attempt did not run (another flush of the backend holds it):
+// the status is what it was before the claim, waiting for its turn; attempts counts only
+// attempts that ran. What else changed meanwhile (another process's view of the flush) goes.
+func giveBack(cf *hicachev1alpha1.CacheFlush, before *hicachev1alpha1.CacheFlushStatus, other string, now time.Time) {
+	st := &cf.Status
+	st.Claim = nil
+	st.Attempts = before.Attempts
+	st.StartTime = before.StartTime.DeepCopy()
+	st.NextAttemptTime = before.NextAttemptTime.DeepCopy()
+	st.Method = before.Method
+	if c := meta.FindStatusCondition(before.Conditions, hicachev1alpha1.ConditionFailed); c != nil {
+		meta.SetStatusCondition(&st.Conditions, *c)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, hicachev1alpha1.ConditionFailed)
+	}
+	msg := "Waiting for another CacheFlush of the same backend to finish"
+	if other != "" {
+		msg = fmt.Sprintf("Waiting for CacheFlush %s of the same backend to finish", other)
+	}
+	setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForTurn, msg, now)
 }
 
 // recordAttempt writes the outcome of attempt n: complete, retried after a backoff, or failed

@@ -337,3 +337,73 @@ func TestFinishedReasons(t *testing.T) {
 		}
 	}
 }
+
+// A process that claimed a flush and found another flush of its backend claimed gives its claim
+// back; when another process wrote the flush in between (say, that it waits for the claim), the
+// give-back is refused and the claim stays stored. The attempt never ran: the process gives the
+// claim back again, and attempts counts only the attempt that then runs.
+func TestClaimGivenBackIsNotAnAttempt(t *testing.T) {
+	run := func(t *testing.T, cf *hicachev1alpha1.CacheFlush, method string, n int32) {
+		t.Helper()
+		before := cf.Status.DeepCopy()
+		startAttempt(cf, testPolicy, "me", method, n, ptr.To(int64(12)), t0.Time)
+		given := &givenBackClaim{Claim: *cf.Status.Claim.DeepCopy(), Before: *before}
+		// The other process's write: the claim is stored, the give-back is not.
+		setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonClaimedElsewhere, "Attempt 1 is run by me", at(time.Second))
+
+		plan := planFlush(flushObservation{Status: &cf.Status, Identity: "me", Now: at(2 * time.Second), Policy: testPolicy, GivenBack: given})
+		if plan.Step != stepGiveBack || plan.Attempt != n {
+			t.Fatalf("plan of a claim given back whose give-back was not stored: %s %d, want GiveBack %d", plan.Step, plan.Attempt, n)
+		}
+		giveBack(cf, &given.Before, "", at(2*time.Second))
+		if cf.Status.Claim != nil || cf.Status.Attempts != before.Attempts {
+			t.Fatalf("after the give-back: claim %+v, attempts %d; want no claim, %d attempts", cf.Status.Claim, cf.Status.Attempts, before.Attempts)
+		}
+		if s, r, _ := condition(cf, "Complete"); s != "False" || r != hicachev1alpha1.ReasonWaitingForTurn {
+			t.Errorf("Complete %s %s, want False WaitingForTurn", s, r)
+		}
+		plan = planFlush(flushObservation{Status: &cf.Status, Identity: "me", Now: at(3 * time.Second), Policy: testPolicy})
+		if plan.Step != stepStart || plan.Attempt != n {
+			t.Fatalf("next plan: %s %d, want Start %d", plan.Step, plan.Attempt, n)
+		}
+		startAttempt(cf, testPolicy, "me", method, n, ptr.To(int64(12)), at(3*time.Second))
+		recordAttempt(cf, testPolicy, n, attemptOutcome{Removed: 12, Left: ptr.To(int64(0))}, true, at(4*time.Second))
+		if s, r, _ := condition(cf, "Complete"); s != "True" || r != "Flushed" || cf.Status.Attempts != n || cf.Status.Removed != 12 {
+			t.Errorf("Complete %s %s, attempts %d, removed %d; want Flushed by attempt %d, 12 removed", s, r, cf.Status.Attempts, cf.Status.Removed, n)
+		}
+	}
+	t.Run("in-process attempt", func(t *testing.T) {
+		cf := testFlush("f", hicachev1alpha1.FlushScopeNamespace)
+		run(t, cf, "Local", 1)
+		if cf.Status.StartTime == nil || !cf.Status.StartTime.Time.Equal(at(3*time.Second)) {
+			t.Errorf("startTime %v, want the attempt that ran's", cf.Status.StartTime)
+		}
+	})
+	t.Run("Job attempt: no Job is created for a claim given back", func(t *testing.T) {
+		run(t, testFlush("f", hicachev1alpha1.FlushScopeNamespace), "Job", 1)
+	})
+	t.Run("after a failed attempt: its failure and backoff come back with the give-back", func(t *testing.T) {
+		cf := testFlush("f", hicachev1alpha1.FlushScopeNamespace)
+		startAttempt(cf, testPolicy, "me", "Local", 1, ptr.To(int64(12)), at(-time.Minute))
+		recordAttempt(cf, testPolicy, 1, attemptOutcome{Err: errors.New("connection refused"), Reason: "BackendUnreachable"}, true, at(-time.Minute))
+		cf.Status.NextAttemptTime = nil // the backoff is over
+		before := cf.Status.DeepCopy()
+		startAttempt(cf, testPolicy, "me", "Local", 2, ptr.To(int64(12)), t0.Time)
+		giveBack(cf, before, "other", at(time.Second))
+		if s, r, _ := condition(cf, "Failed"); s != "True" || r != "BackendUnreachable" || cf.Status.Attempts != 1 || !cf.Status.StartTime.Time.Equal(at(-time.Minute)) {
+			t.Errorf("Failed %s %s, attempts %d, startTime %v; want attempt 1's failure, 1 attempt, attempt 1's start", s, r, cf.Status.Attempts, cf.Status.StartTime)
+		}
+		if _, _, m := condition(cf, "Complete"); !strings.Contains(m, "CacheFlush other") {
+			t.Errorf("Complete %q, want the flush waited for", m)
+		}
+		run(t, cf, "Local", 2)
+	})
+	t.Run("a claim of this process other than the one given back is an interrupted attempt", func(t *testing.T) {
+		cf := testFlush("f", hicachev1alpha1.FlushScopeNamespace)
+		given := &givenBackClaim{Claim: *claimBy("me", 1, nil)}
+		startAttempt(cf, testPolicy, "me", "Local", 1, ptr.To(int64(12)), at(10*time.Second))
+		if plan := planFlush(flushObservation{Status: &cf.Status, Identity: "me", Now: at(11 * time.Second), Policy: testPolicy, GivenBack: given}); plan.Step != stepRecover {
+			t.Errorf("plan %s, want Recover", plan.Step)
+		}
+	})
+}
