@@ -42,16 +42,17 @@ func problemsOf(t *testing.T, err error) []Problem {
 }
 
 func TestLoadMatchesPinnedVersion(t *testing.T) {
-	script, err := os.ReadFile("../../../hack/sglang-args.sh")
+	// hack/sglang-args.sh generates the table from the release hack/sglang/requirements.txt pins.
+	reqs, err := os.ReadFile("../../../hack/sglang/requirements.txt")
 	if err != nil {
-		t.Fatalf("reading the generator: %v", err)
+		t.Fatalf("reading the pins: %v", err)
 	}
-	m := regexp.MustCompile(`(?m)^SGLANG_VERSION="([^"]+)"`).FindSubmatch(script)
+	m := regexp.MustCompile(`(?m)^sglang==([^ \\\s]+)`).FindSubmatch(reqs)
 	if m == nil {
-		t.Fatal("hack/sglang-args.sh does not pin SGLANG_VERSION")
+		t.Fatal("hack/sglang/requirements.txt does not pin sglang==VERSION")
 	}
 	if got, want := mustLoad(t).Version(), string(m[1]); got != want {
-		t.Errorf("embedded table is for sglang %s but the generator pins %s: run hack/sglang-args.sh", got, want)
+		t.Errorf("embedded table is for sglang %s but hack/sglang/requirements.txt pins %s: run hack/sglang-args.sh", got, want)
 	}
 }
 
