@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,9 +110,8 @@ func TestBreakingChangeFlushesThroughAJob(t *testing.T) {
 	}
 	// The operator removes the Job of an attempt once it has recorded it: watch it meanwhile.
 	var flushName string
-	seen := map[string]*jobSeen{}
+	watch := watchFlushJobs(t, ns)
 	testutil.Eventually(t, 3*time.Minute, "the old namespace flushed", func() (bool, string) {
-		watchJobs(t, ns, seen)
 		h := getHCD(t, ns, h.Name)
 		if h.Status.Cache.LastFlush == nil || h.Status.Cache.LastFlush.Namespace != nsA {
 			return false, fmt.Sprintf("cache status %+v", h.Status.Cache)
@@ -135,21 +135,23 @@ func TestBreakingChangeFlushesThroughAJob(t *testing.T) {
 			t.Errorf("key %s of another namespace: %d, want it kept", k, n)
 		}
 	}
-	var flushJobsSeen []string
-	for name, j := range seen {
-		if j.flush != flushName {
-			continue
+	// The Job's end reaches the watch about when it reaches the operator.
+	var pod *corev1.Pod
+	testutil.Eventually(t, 10*time.Second, "one Job of the flush seen Complete, its pod on the real node", func() (bool, string) {
+		var mine []string
+		pod = nil
+		for name, j := range watch.seen() {
+			if j.flush != flushName {
+				continue
+			}
+			mine = append(mine, name)
+			if j.complete && j.pod != nil && j.pod.Spec.NodeName == node.Name {
+				pod = j.pod
+			}
 		}
-		flushJobsSeen = append(flushJobsSeen, name)
-		if j.pod == nil || j.pod.Spec.NodeName != node.Name || !j.complete {
-			t.Errorf("Job %s: pod %v, complete %v; want it Complete, its pod on the real node", name, j.pod != nil, j.complete)
-			continue
-		}
-		admittedAsRestricted(t, j.pod)
-	}
-	if len(flushJobsSeen) != 1 {
-		t.Errorf("Jobs of flush %s seen: %v, want exactly one", flushName, flushJobsSeen)
-	}
+		return len(mine) == 1 && pod != nil, fmt.Sprintf("Jobs of flush %s: %v, %+v", flushName, mine, watch.seen())
+	})
+	admittedAsRestricted(t, pod)
 	// The namespace runs SGLang ranks, so it enforces baseline; the backend's own pods meet
 	// restricted all the same.
 	for _, component := range []string{"master", "store"} {
@@ -167,31 +169,68 @@ type jobSeen struct {
 	failed   bool
 }
 
-// watchJobs records the namespace's flush Jobs, their pods and whether they completed.
-func watchJobs(t *testing.T, ns string, seen map[string]*jobSeen) {
+// jobWatch records every flush Job of a namespace, its pod and whether it completed or failed,
+// from watches: the operator removes a Job once it has recorded it, and polling may miss its end.
+type jobWatch struct {
+	mu   sync.Mutex
+	jobs map[string]*jobSeen
+}
+
+func watchFlushJobs(t *testing.T, ns string) *jobWatch {
 	t.Helper()
-	var jobs batchv1.JobList
-	if err := k8s.List(context.Background(), &jobs, client.InNamespace(ns), client.HasLabels{"hicache.io/flush"}); err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w := &jobWatch{jobs: map[string]*jobSeen{}}
+	opts := metav1.ListOptions{LabelSelector: "hicache.io/flush"}
+	jobs, err := cs.BatchV1().Jobs(ns).Watch(ctx, opts)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, j := range jobs.Items {
-		s := seen[j.Name]
-		if s == nil {
-			s = &jobSeen{flush: j.Labels["hicache.io/flush"]}
-			seen[j.Name] = s
-		}
-		s.complete = s.complete || jobEnded(&j, batchv1.JobComplete)
-		s.failed = s.failed || jobEnded(&j, batchv1.JobFailed)
-		var pods corev1.PodList
-		if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{"job-name": j.Name}); err != nil {
-			t.Fatal(err)
-		}
-		for i := range pods.Items {
-			if pods.Items[i].Spec.NodeName != "" {
-				s.pod = pods.Items[i].DeepCopy()
+	pods, err := cs.CoreV1().Pods(ns).Watch(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for ev := range jobs.ResultChan() {
+			if j, ok := ev.Object.(*batchv1.Job); ok {
+				w.mu.Lock()
+				s := w.entry(j.Name, j.Labels["hicache.io/flush"])
+				s.complete = s.complete || jobEnded(j, batchv1.JobComplete)
+				s.failed = s.failed || jobEnded(j, batchv1.JobFailed)
+				w.mu.Unlock()
 			}
 		}
+	}()
+	go func() {
+		for ev := range pods.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+				w.mu.Lock()
+				w.entry(p.Labels["job-name"], p.Labels["hicache.io/flush"]).pod = p.DeepCopy()
+				w.mu.Unlock()
+			}
+		}
+	}()
+	return w
+}
+
+func (w *jobWatch) entry(job, flush string) *jobSeen {
+	s := w.jobs[job]
+	if s == nil {
+		s = &jobSeen{flush: flush}
+		w.jobs[job] = s
 	}
+	return s
+}
+
+// seen is a copy of what the watch recorded so far.
+func (w *jobWatch) seen() map[string]jobSeen {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]jobSeen{}
+	for k, v := range w.jobs {
+		out[k] = *v
+	}
+	return out
 }
 
 // jobName is the Job of attempt n of a flush (controllers.jobName, for short names).
@@ -259,25 +298,27 @@ func TestFailedFlushJobIsRetriedWhenTheMasterAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	seen := map[string]*jobSeen{}
+	watch := watchFlushJobs(t, ns)
 	testutil.Eventually(t, 3*time.Minute, "the first attempt failed with the Job's reason", func() (bool, string) {
-		watchJobs(t, ns, seen)
 		cf := getFlush(t, ns, "stale")
 		c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionFailed)
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == hicachev1alpha1.ReasonJobFailed && cf.Status.Attempts == 1,
 			fmt.Sprintf("attempts %d, %+v", cf.Status.Attempts, cf.Status.Conditions)
 	})
 	logf("%s: the flush Job failed, recorded in %s", ns, time.Since(began).Round(time.Millisecond))
-	if j := seen[jobName("stale", 1)]; len(seen) != 1 || j == nil || !j.failed || j.pod == nil || j.pod.Spec.NodeName != node.Name {
-		t.Fatalf("Jobs of the flush seen: %+v; want one, %s, Failed, its pod on the real node", seen, jobName("stale", 1))
-	}
+	// The Job's end reaches the watch about when it reaches the operator.
+	testutil.Eventually(t, 10*time.Second, "the first Job seen Failed", func() (bool, string) {
+		seen := watch.seen()
+		j, ok := seen[jobName("stale", 1)]
+		return len(seen) == 1 && ok && j.failed && j.pod != nil && j.pod.Spec.NodeName == node.Name,
+			fmt.Sprintf("Jobs of the flush seen: %+v; want one, %s, Failed, its pod on the real node", seen, jobName("stale", 1))
+	})
 	if got := countKeys(t, ns, stale+"_"); got != 2 {
 		t.Errorf("%d keys under %s after the failed attempt, want the 2 put", got, stale)
 	}
 
 	restore()
 	testutil.Eventually(t, 2*time.Minute, "the next attempt completed", func() (bool, string) {
-		watchJobs(t, ns, seen)
 		cf := getFlush(t, ns, "stale")
 		c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionComplete)
 		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("attempts %d, %+v", cf.Status.Attempts, cf.Status.Conditions)
@@ -287,9 +328,10 @@ func TestFailedFlushJobIsRetriedWhenTheMasterAnswers(t *testing.T) {
 	if got.Status.Attempts != 2 || got.Status.Removed != 2 || got.Status.KeysLeft != 0 || got.Status.Method != hicachev1alpha1.MethodJob {
 		t.Errorf("flush: attempts %d removed %d left %d method %q; want 2, 2, 0, %s", got.Status.Attempts, got.Status.Removed, got.Status.KeysLeft, got.Status.Method, hicachev1alpha1.MethodJob)
 	}
-	if j := seen[jobName("stale", 2)]; j == nil || !j.complete {
-		t.Errorf("the second attempt's Job %s: %+v, want it seen Complete", jobName("stale", 2), j)
-	}
+	testutil.Eventually(t, 10*time.Second, "the second attempt's Job seen Complete", func() (bool, string) {
+		j, ok := watch.seen()[jobName("stale", 2)]
+		return ok && j.complete, fmt.Sprintf("%+v", j)
+	})
 	if n := countKeys(t, ns, "keep_x"); n != 1 {
 		t.Errorf("key keep_x of another namespace: %d, want it kept", n)
 	}
