@@ -14,6 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
@@ -103,14 +107,15 @@ func TestBreakingChangeFlushesThroughAJob(t *testing.T) {
 		t.Fatalf("%d keys under %s after the client pod put them, want %d", got, nsA, len(keysA))
 	}
 
+	// The operator removes the Job of an attempt once it has recorded it: watch from before the
+	// change that makes it.
+	watch := watchFlushJobs(t, ns)
 	began := time.Now()
 	h.Spec.HiCache.KVCacheDType = "fp8_e4m3"
 	if err := k8s.Update(context.Background(), h); err != nil {
 		t.Fatal(err)
 	}
-	// The operator removes the Job of an attempt once it has recorded it: watch it meanwhile.
 	var flushName string
-	watch := watchFlushJobs(t, ns)
 	testutil.Eventually(t, 3*time.Minute, "the old namespace flushed", func() (bool, string) {
 		h := getHCD(t, ns, h.Name)
 		if h.Status.Cache.LastFlush == nil || h.Status.Cache.LastFlush.Namespace != nsA {
@@ -182,35 +187,69 @@ func watchFlushJobs(t *testing.T, ns string) *jobWatch {
 	t.Cleanup(cancel)
 	w := &jobWatch{jobs: map[string]*jobSeen{}}
 	opts := metav1.ListOptions{LabelSelector: "hicache.io/flush"}
-	jobs, err := cs.BatchV1().Jobs(ns).Watch(ctx, opts)
+	// A list, then watches from its resourceVersion that resume where they stopped when the
+	// server closes them: no event between the list and the end of the test is lost.
+	jobs, err := cs.BatchV1().Jobs(ns).List(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods, err := cs.CoreV1().Pods(ns).Watch(ctx, opts)
+	for i := range jobs.Items {
+		w.job(&jobs.Items[i])
+	}
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		for ev := range jobs.ResultChan() {
-			if j, ok := ev.Object.(*batchv1.Job); ok {
-				w.mu.Lock()
-				s := w.entry(j.Name, j.Labels["hicache.io/flush"])
-				s.complete = s.complete || jobEnded(j, batchv1.JobComplete)
-				s.failed = s.failed || jobEnded(j, batchv1.JobFailed)
-				w.mu.Unlock()
-			}
+	for i := range pods.Items {
+		w.pod(&pods.Items[i])
+	}
+	follow := func(rv string, watchFn toolscache.WatchFuncWithContext, seen func(runtime.Object)) {
+		rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &toolscache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = opts.LabelSelector
+			return watchFn(ctx, o)
+		}})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	go func() {
-		for ev := range pods.ResultChan() {
-			if p, ok := ev.Object.(*corev1.Pod); ok && p.Spec.NodeName != "" {
-				w.mu.Lock()
-				w.entry(p.Labels["job-name"], p.Labels["hicache.io/flush"]).pod = p.DeepCopy()
-				w.mu.Unlock()
+		t.Cleanup(rw.Stop)
+		go func() {
+			for ev := range rw.ResultChan() {
+				seen(ev.Object)
 			}
+		}()
+	}
+	follow(jobs.ResourceVersion, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return cs.BatchV1().Jobs(ns).Watch(ctx, o)
+	}, func(o runtime.Object) {
+		if j, ok := o.(*batchv1.Job); ok {
+			w.job(j)
 		}
-	}()
+	})
+	follow(pods.ResourceVersion, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return cs.CoreV1().Pods(ns).Watch(ctx, o)
+	}, func(o runtime.Object) {
+		if p, ok := o.(*corev1.Pod); ok {
+			w.pod(p)
+		}
+	})
 	return w
+}
+
+func (w *jobWatch) job(j *batchv1.Job) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.entry(j.Name, j.Labels["hicache.io/flush"])
+	s.complete = s.complete || jobEnded(j, batchv1.JobComplete)
+	s.failed = s.failed || jobEnded(j, batchv1.JobFailed)
+}
+
+func (w *jobWatch) pod(p *corev1.Pod) {
+	if p.Spec.NodeName == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.entry(p.Labels["job-name"], p.Labels["hicache.io/flush"]).pod = p.DeepCopy()
 }
 
 func (w *jobWatch) entry(job, flush string) *jobSeen {
@@ -294,11 +333,11 @@ func TestFailedFlushJobIsRetriedWhenTheMasterAnswers(t *testing.T) {
 		Spec: hicachev1alpha1.CacheFlushSpec{BackendRef: hicachev1alpha1.LocalObjectReference{Name: backendName},
 			Scope: hicachev1alpha1.FlushScopeNamespace, Namespace: stale, Reason: "test"},
 	}
+	watch := watchFlushJobs(t, ns)
 	if err := k8s.Create(context.Background(), cf); err != nil {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	watch := watchFlushJobs(t, ns)
 	testutil.Eventually(t, 3*time.Minute, "the first attempt failed with the Job's reason", func() (bool, string) {
 		cf := getFlush(t, ns, "stale")
 		c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionFailed)
