@@ -42,28 +42,8 @@ for arg in "$@"; do
   esac
 done
 
-APT_UPDATED=0
-apt_install() {
-  command -v apt-get >/dev/null 2>&1 ||
-    die "missing system packages ($*) and no apt-get here: install them with the system's package manager"
-  local sudo=()
-  if [[ ${EUID} -ne 0 ]]; then
-    command -v sudo >/dev/null 2>&1 || die "installing $* needs root: run as root or install sudo"
-    sudo=(sudo)
-  fi
-  local out
-  out=$(mktemp)
-  if [[ ${APT_UPDATED} -eq 0 ]]; then
-    log "apt-get update"
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >"${out}" 2>&1 ||
-      { cat "${out}" >&2; die "apt-get update failed"; }
-    APT_UPDATED=1
-  fi
-  log "apt-get install $*"
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >"${out}" 2>&1 ||
-    { cat "${out}" >&2; die "apt-get install $* failed"; }
-  rm -f "${out}"
-}
+# shellcheck source=hack/lib/apt.sh
+source "${ROOT}/hack/lib/apt.sh"
 
 # ensure_system_packages installs the Debian packages of the libraries and tools that are missing.
 ensure_system_packages() {
