@@ -48,8 +48,10 @@ type CacheFlushReconciler struct {
 	// It only spares this process claims it would give back: across processes the durable
 	// claims decide.
 	running sync.Map // namespace/backend → *sync.Mutex
-	// givenBack holds the claims this process gave back without running their attempts, until
-	// the give-back is stored: a write of the flush by another process in between refuses it.
+	// givenBack holds the last claim of each flush that this process gave back without running
+	// its attempt, until it claims the flush again: a write of the flush by another process in
+	// between refuses the give-back, and this process's cache may show the claim after the
+	// give-back was stored. Either way the claim is given back (again), never recovered.
 	givenBack sync.Map // namespace/name → givenBack
 }
 
@@ -59,7 +61,7 @@ type givenBack struct {
 	Claim *givenBackClaim
 }
 
-// givenBackOf is the claim of cf this process gave back, if its give-back is not stored yet.
+// givenBackOf is the last claim of cf this process gave back, if it has not claimed cf since.
 func (r *CacheFlushReconciler) givenBackOf(cf *hicachev1alpha1.CacheFlush) *givenBackClaim {
 	if v, ok := r.givenBack.Load(client.ObjectKeyFromObject(cf)); ok && v.(givenBack).UID == cf.UID {
 		return v.(givenBack).Claim
@@ -76,7 +78,6 @@ func (r *CacheFlushReconciler) storeGiveBack(ctx context.Context, w *flushStatus
 		}
 		return ctrl.Result{}, err
 	}
-	r.givenBack.Delete(client.ObjectKeyFromObject(w.cf))
 	return ctrl.Result{RequeueAfter: time.Second + time.Duration(rand.Int64N(int64(2*time.Second)))}, nil //nolint:gosec // a jitter, not a secret
 }
 
@@ -152,6 +153,7 @@ func (r *CacheFlushReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, nil
 	}
 	if finished(&cf) {
+		r.givenBack.Delete(req.NamespacedName)
 		return ctrl.Result{}, r.cleanupJobs(ctx, &cf)
 	}
 	unlock, ok := r.lockBackend(&cf)
@@ -316,7 +318,7 @@ func (r *CacheFlushReconciler) start(ctx context.Context, w *flushStatusWriter, 
 	// A claim given back is remembered until its give-back is stored: this process's claim of an
 	// attempt that never ran must not be taken for an interrupted one (counted, or its Job
 	// created) by the next look.
-	r.givenBack.Delete(client.ObjectKeyFromObject(cf)) // a claim given back earlier is gone
+	r.givenBack.Delete(client.ObjectKeyFromObject(cf)) // the claim given back earlier is gone
 	if other, err := r.claimedElsewhere(ctx, cf, now); err != nil || other != "" {
 		r.givenBack.Store(client.ObjectKeyFromObject(cf), givenBack{UID: cf.UID,
 			Claim: &givenBackClaim{Claim: *cf.Status.Claim.DeepCopy(), Before: *unclaimed}})
@@ -395,10 +397,13 @@ func (r *CacheFlushReconciler) recover(ctx context.Context, w *flushStatusWriter
 		}
 		keysNow = &k
 	}
-	r.event(cf, recoverAttempt(cf, r.policy(), n, keysNow, r.Clock.Now()))
+	// The Event follows the stored record: a refused write (a view of the flush already out of
+	// date) recovered nothing.
+	ev := recoverAttempt(cf, r.policy(), n, keysNow, r.Clock.Now())
 	if err := w.write(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.event(cf, ev)
 	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 

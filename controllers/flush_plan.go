@@ -21,8 +21,8 @@ import (
 // outside the reconcile that claimed it) is recovered: the attempt counts once, and what the
 // scope held before it (claim.keysBefore) against what it holds now says what it removed. A
 // claim given back before its attempt ran (another flush of the backend held it) is no attempt:
-// the process remembers it until the give-back is stored, so that its own claim seen again is
-// given back again, not recovered.
+// the process remembers it until it claims the flush again, so that its own claim seen again
+// (a give-back refused, or a view older than it) is given back again, not recovered.
 
 // flushPolicy bounds a flush's attempts.
 type flushPolicy struct {
@@ -127,10 +127,11 @@ type flushObservation struct {
 	// Turn is another flush of the backend with an attempt under way, if any.
 	Turn   *backendTurn
 	Policy flushPolicy
-	// GivenBack is the claim of this flush that this process gave back without running its
-	// attempt, while that give-back may not be stored yet (another process wrote the flush
-	// meanwhile, or the write failed). A claim of this process seen afresh is otherwise one of
-	// an interrupted attempt.
+	// GivenBack is the last claim of this flush that this process gave back without running its
+	// attempt. Seen again, that claim was never an attempt: its give-back was not stored
+	// (another process wrote the flush meanwhile, or the write failed), or this view of the
+	// flush predates it. A claim of this process seen afresh is otherwise one of an
+	// interrupted attempt.
 	GivenBack *givenBackClaim
 }
 
