@@ -30,6 +30,7 @@ import (
 	"github.com/hicache-io/hicache-operator/internal/imagebuild"
 	"github.com/hicache-io/hicache-operator/internal/images"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
 const probeImage = "localhost/nodeprobe:test"
@@ -162,6 +163,17 @@ func TestRealNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// kube-proxy programs the ClusterIP once the Service's endpoints reach it; until then the
+		// node rejects connections to it. Pods started before that would test kube-proxy's lag.
+		target := net.JoinHostPort(svc.Spec.ClusterIP, "80")
+		testutil.Eventually(t, 30*time.Second, "kube-proxy forwards the Service's ClusterIP", func() (bool, string) {
+			conn, err := node.DialContext(ctx, "tcp", target)
+			if err != nil {
+				return false, err.Error()
+			}
+			_ = conn.Close()
+			return true, ""
+		})
 		fqdn := "web." + ns + ".svc.cluster.local"
 		checks := map[string]struct {
 			args []string
