@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,8 +25,6 @@ const (
 )
 
 var (
-	venvOnce sync.Once
-	venvErr  error
 	// startSlots bounds how many cases import SGLang and start their ranks at once (two cores).
 	startSlots = make(chan struct{}, 2)
 )
@@ -37,21 +33,8 @@ var (
 // environment (hack/sglang-venv.sh runs once per test binary and is quick when up to date).
 func sglangPython(t testing.TB) string {
 	t.Helper()
-	root := mooncaketest.Root(t)
-	venvOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "sglang-venv.sh"))
-		cmd.Dir = root
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			venvErr = fmt.Errorf("hack/sglang-venv.sh failed (%v); its output:\n%s", err, out)
-		}
-	})
-	if venvErr != nil {
-		t.Fatal(venvErr)
-	}
-	return filepath.Join(root, "bin", "sglang-venv", "bin", "python")
+	mooncaketest.RunScriptOnce(t, "sglang-venv.sh", 30*time.Minute)
+	return filepath.Join(mooncaketest.Root(t), "bin", "sglang-venv", "bin", "python")
 }
 
 // caseInput is what hack/conformance/rank.py reads: the ranks to run with their rendered

@@ -34,11 +34,11 @@ const (
 )
 
 var (
-	installOnce sync.Once
-	installErr  error
-	rootOnce    sync.Once
-	rootDir     string
-	rootErr     error
+	// installs holds one *installation per hack/ script run by RunScriptOnce.
+	installs sync.Map
+	rootOnce sync.Once
+	rootDir  string
+	rootErr  error
 )
 
 // Root returns the repository root: the nearest directory above the working directory that
@@ -70,26 +70,39 @@ func Root(t testing.TB) string {
 	return rootDir
 }
 
-// Venv returns the path of bin/mooncake-venv after making sure it holds the pinned Mooncake
-// release: hack/mooncake.sh runs once per test binary. The script takes a file lock, so test
-// packages running in parallel wait for one install instead of racing.
-func Venv(t testing.TB) string {
+type installation struct {
+	once sync.Once
+	err  error
+}
+
+// RunScriptOnce runs hack/<script> (an install script that skips work already done) once per
+// test binary, failing t if it failed; later calls, from any test, get the first outcome.
+func RunScriptOnce(t testing.TB, script string, timeout time.Duration) {
 	t.Helper()
 	root := Root(t)
-	installOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	v, _ := installs.LoadOrStore(script, &installation{})
+	in := v.(*installation)
+	in.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "mooncake.sh"))
+		cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", script))
 		cmd.Dir = root
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			installErr = fmt.Errorf("hack/mooncake.sh failed (%v); its output:\n%s", err, out)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			in.err = fmt.Errorf("hack/%s failed (%v); its output:\n%s", script, err, out)
 		}
 	})
-	if installErr != nil {
-		t.Fatal(installErr)
+	if in.err != nil {
+		t.Fatal(in.err)
 	}
-	return filepath.Join(root, "bin", "mooncake-venv")
+}
+
+// Venv returns the path of bin/mooncake-venv after making sure it holds the pinned Mooncake
+// release. hack/mooncake.sh takes a file lock, so test packages running in parallel wait for
+// one install instead of racing.
+func Venv(t testing.TB) string {
+	t.Helper()
+	RunScriptOnce(t, "mooncake.sh", 15*time.Minute)
+	return filepath.Join(Root(t), "bin", "mooncake-venv")
 }
 
 // Python returns the interpreter of the virtual environment, which can import mooncake.store.
