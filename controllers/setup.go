@@ -18,12 +18,13 @@ import (
 
 // Defaults for images a spec may leave empty.
 const (
-	// DefaultSGLangImage runs the SGLang release the rendered command lines are checked against.
-	DefaultSGLangImage = "lmsysorg/sglang:v0.5.23"
+	// DefaultSGLangImage is the upstream image of the SGLang release the rendered command lines
+	// are checked against.
+	DefaultSGLangImage = images.SGLang
 	// DefaultMooncakeImage carries mooncake_master, mooncake_store_service and the Python client
-	// at the release the admin client is tested against (images/mooncake/Dockerfile). Local
-	// clusters pass images.Mooncake with --default-mooncake-image instead.
-	DefaultMooncakeImage = images.ReleaseMooncake
+	// at the release the admin client is tested against: the image `make images` builds
+	// (images/mooncake/Dockerfile builds the same with Docker).
+	DefaultMooncakeImage = images.Mooncake
 )
 
 // Defaults of the CacheBackend probes.

@@ -1,12 +1,14 @@
-// Package images names the images this repository builds for local clusters (`make images`,
-// cmd/imagebuild) and the release defaults they stand in for. It is the one place these
-// references are written down: the chart values of local setups, the manager's
-// --default-mooncake-image there, the local node's sandbox image and the tests take them from
-// here. The package has no dependencies, so the manager can import it.
+// Package images names the images this repository builds (`make images`, cmd/imagebuild; the
+// Dockerfiles build the same ones) and the upstream SGLang image of the pinned release. It is the
+// one place these references are written down: the chart's values, the manager's default images,
+// the local node's sandbox image and the tests take them from here, and a test checks that every
+// image the chart and the defaults name is one of them. The package has no dependencies, so the
+// manager can import it.
 //
-// Release defaults stay what a real cluster pulls (the chart's image.repository, the
-// controllers' DefaultMooncakeImage); the local references below are used only through values
-// and flags of local setups.
+// No registry holds the operator's images yet: a cluster runs what `make images` (or `docker
+// build`) produced, imported into its nodes or pushed to a registry of the user's (the chart's
+// image.repository and defaults.mooncakeImage then name it there). Released images will be
+// published where the README says.
 package images
 
 const (
@@ -15,22 +17,24 @@ const (
 	// installed from) and the ARG in images/mooncake/Dockerfile; tests check both.
 	MooncakeVersion = "0.3.13.post1"
 
-	// ReleaseOperatorRepository is the operator image real clusters pull (the chart's default
-	// image.repository, tagged with the chart's appVersion).
-	ReleaseOperatorRepository = "ghcr.io/hicache-io/hicache-operator"
-	// ReleaseMooncake is the Mooncake image real clusters pull (images/mooncake/Dockerfile), the
-	// default of managed backends and flush Jobs that name no image.
-	ReleaseMooncake = "ghcr.io/hicache-io/mooncake:" + MooncakeVersion
+	// SGLangVersion is the SGLang release the rendered command lines are checked against. It
+	// must equal the sglang pin of hack/sglang/requirements.txt; a test checks it.
+	SGLangVersion = "0.5.23"
+	// SGLang is the upstream image of that release: SGLang's release workflow publishes
+	// lmsysorg/sglang:v<version> (a multi-arch manifest of its CUDA 12 builds) for every release.
+	// It is the default of deployments that name no spec.sglang.image.
+	SGLang = "lmsysorg/sglang:v" + SGLangVersion
 
-	// OperatorRepository and OperatorTag are the locally built operator image (the chart's
-	// image.repository and image.tag in local setups).
+	// OperatorRepository and OperatorTag are the operator image (the chart's default
+	// image.repository and image.tag).
 	OperatorRepository = "localhost/hicache-operator"
 	OperatorTag        = "dev"
 	// Operator is the locally built operator image: the static manager on an empty base.
 	Operator = OperatorRepository + ":" + OperatorTag
 
-	// Mooncake is the locally built Mooncake image: Debian bookworm minbase, python3 and the
-	// pinned wheel (mooncake_master, the store service, the Python client).
+	// Mooncake is the Mooncake image: Debian bookworm minbase, python3 and the pinned wheel
+	// (mooncake_master, the store service, the Python client). It is the default of managed
+	// backends and flush Jobs that name no image.
 	Mooncake = "localhost/mooncake:" + MooncakeVersion
 
 	// Pause is the sandbox image of the local node's pods (containerd's sandbox_image).
@@ -59,8 +63,8 @@ var All = []Image{
 const Dir = "bin/images"
 
 // LocalChartValues are the Helm values that make the chart run the locally built images on a
-// node that has them imported: the operator image without pulls, and the local Mooncake image as
-// the default of managed backends and flush Jobs.
+// node that has them imported and no registry to pull from: the chart's default images, named
+// explicitly, and the operator's pulled Never.
 func LocalChartValues() map[string]any {
 	return map[string]any{
 		"image": map[string]any{

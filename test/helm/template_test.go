@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/hicache-io/hicache-operator/internal/images"
 )
 
 // fullname is the name of the release's objects with default values.
@@ -42,18 +44,6 @@ func readChart(t *testing.T) chartMeta {
 		t.Fatal("Chart.yaml has no appVersion")
 	}
 	return c
-}
-
-// defaultRepository is image.repository in values.yaml.
-func defaultRepository(t *testing.T) string {
-	t.Helper()
-	var v struct {
-		Image struct {
-			Repository string `json:"repository"`
-		} `json:"image"`
-	}
-	readYAML(t, "charts/hicache-operator/values.yaml", &v)
-	return v.Image.Repository
 }
 
 func deployment(t *testing.T, m manifest, name string) *appsv1.Deployment {
@@ -149,8 +139,8 @@ func TestDefaults(t *testing.T) {
 
 	d := deployment(t, m, fullname)
 	c := manager(d)
-	if want := defaultRepository(t) + ":" + chart.AppVersion; c.Image != want {
-		t.Errorf("image %q, want %q (the tag defaults to the chart's appVersion)", c.Image, want)
+	if c.Image != images.Operator {
+		t.Errorf("image %q, want %q (the image make images builds)", c.Image, images.Operator)
 	}
 	if c.ImagePullPolicy != corev1.PullIfNotPresent {
 		t.Errorf("imagePullPolicy %q, want IfNotPresent", c.ImagePullPolicy)
