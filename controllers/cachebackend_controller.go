@@ -286,7 +286,10 @@ func (r *CacheBackendReconciler) reconcileMaster(ctx context.Context, cb *hicach
 		image = r.Options.DefaultMooncakeImage
 	}
 	a := applier{r.Client}
-	objs := []client.Object{buildMasterService(cb), buildMasterNetworkPolicy(cb)}
+	objs := []client.Object{buildMasterService(cb), buildMasterNetworkPolicy(cb, r.Options.OperatorNamespace)}
+	if m.Managed.Store != nil {
+		objs = append(objs, buildStoreNetworkPolicy(cb))
+	}
 	for _, o := range objs {
 		if _, err := a.apply(ctx, o, newEmpty(o)); err != nil {
 			return nil, false, err
@@ -491,40 +494,6 @@ func buildMasterService(cb *hicachev1alpha1.CacheBackend) *corev1.Service {
 			Ports: []corev1.ServicePort{
 				{Name: "rpc", Port: m.RPCPort, TargetPort: intstr.FromString("rpc"), Protocol: corev1.ProtocolTCP},
 				{Name: "admin", Port: m.AdminPort, TargetPort: intstr.FromString("admin"), Protocol: corev1.ProtocolTCP},
-			},
-		},
-	}
-}
-
-// buildMasterNetworkPolicy admits RPC only from the serving pods that use this backend (and its
-// store pods), and admin HTTP only from the operator.
-func buildMasterNetworkPolicy(cb *hicachev1alpha1.CacheBackend) *networkingv1.NetworkPolicy {
-	m := cb.Spec.Mooncake.Managed
-	tcp := corev1.ProtocolTCP
-	port := func(p int32) []networkingv1.NetworkPolicyPort {
-		return []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(p))}}
-	}
-	return &networkingv1.NetworkPolicy{
-		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Name: masterName(cb.Name), Namespace: cb.Namespace,
-			Labels: backendLabels(cb, "master"), OwnerReferences: backendOwner(cb)},
-		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: backendLabels(cb, "master")},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-			Ingress: []networkingv1.NetworkPolicyIngressRule{
-				{
-					From: []networkingv1.NetworkPolicyPeer{
-						{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelBackend: cb.Name}}},
-					},
-					Ports: port(m.RPCPort),
-				},
-				{
-					From: []networkingv1.NetworkPolicyPeer{{
-						NamespaceSelector: &metav1.LabelSelector{},
-						PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "hicache-operator"}},
-					}},
-					Ports: port(m.AdminPort),
-				},
 			},
 		},
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,75 +43,6 @@ func TestMasterArgs(t *testing.T) {
 				t.Errorf("masterArgs (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-func TestBuildMasterNetworkPolicy(t *testing.T) {
-	cb := managedBackend("mc")
-	np := buildMasterNetworkPolicy(cb)
-	if np.Name != "mc-master" || np.Namespace != "default" {
-		t.Errorf("name %s/%s", np.Namespace, np.Name)
-	}
-	if diff := cmp.Diff([]networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, np.Spec.PolicyTypes); diff != "" {
-		t.Errorf("policy types (-want +got):\n%s", diff)
-	}
-	master := buildMasterDeployment(cb, "img").Spec.Template.Labels
-	if sel, _ := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector); !sel.Matches(labels.Set(master)) {
-		t.Errorf("the policy's pod selector %s misses the master pods %v", sel, master)
-	}
-	if sel, _ := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector); sel.Matches(labels.Set(buildStoreDeployment(withStore(cb), "img").Spec.Template.Labels)) {
-		t.Errorf("the policy's pod selector %s also takes in the store pods", sel)
-	}
-	if len(np.Spec.Ingress) != 2 {
-		t.Fatalf("%d ingress rules, want RPC and admin", len(np.Spec.Ingress))
-	}
-
-	// Who may reach which port.
-	h := makeHCD("q").TP(4).Storage("mc").Obj()
-	servingPod := mustBuildGroup(t, h, 0).Spec.Template.Labels
-	otherBackendPod := mustBuildGroup(t, makeHCD("q").TP(4).Storage("other").Obj(), 0).Spec.Template.Labels
-	storePod := buildStoreDeployment(withStore(cb), "img").Spec.Template.Labels
-	operatorPod := map[string]string{"app.kubernetes.io/name": "hicache-operator"}
-	admits := func(rule networkingv1.NetworkPolicyIngressRule, pod map[string]string) bool {
-		for _, peer := range rule.From {
-			if peer.PodSelector == nil {
-				continue
-			}
-			sel, err := metav1.LabelSelectorAsSelector(peer.PodSelector)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if sel.Matches(labels.Set(pod)) {
-				return true
-			}
-		}
-		return false
-	}
-	portOf := func(rule networkingv1.NetworkPolicyIngressRule) int32 {
-		if len(rule.Ports) != 1 || rule.Ports[0].Port == nil || ptr.Deref(rule.Ports[0].Protocol, "") != corev1.ProtocolTCP {
-			t.Fatalf("rule ports %+v, want one TCP port", rule.Ports)
-		}
-		return rule.Ports[0].Port.IntVal
-	}
-	rpc, admin := np.Spec.Ingress[0], np.Spec.Ingress[1]
-	got := map[string]bool{
-		"rpc port":              portOf(rpc) == 50051,
-		"admin port":            portOf(admin) == 9003,
-		"serving pod → rpc":     admits(rpc, servingPod),
-		"store pod → rpc":       admits(rpc, storePod),
-		"other backend → rpc":   admits(rpc, otherBackendPod),
-		"operator → admin":      admits(admin, operatorPod),
-		"serving pod → admin":   admits(admin, servingPod),
-		"admin from any ns":     admin.From[0].NamespaceSelector != nil && len(admin.From[0].NamespaceSelector.MatchLabels) == 0,
-		"rpc only from this ns": rpc.From[0].NamespaceSelector == nil,
-	}
-	want := map[string]bool{
-		"rpc port": true, "admin port": true, "serving pod → rpc": true, "store pod → rpc": true,
-		"other backend → rpc": false, "operator → admin": true, "serving pod → admin": false,
-		"admin from any ns": true, "rpc only from this ns": true,
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("network policy (-want +got):\n%s", diff)
 	}
 }
 

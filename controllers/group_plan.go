@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -225,12 +226,19 @@ func (r *HiCacheDeploymentReconciler) executeGroupPlan(ctx context.Context, hcd 
 				if err := r.Delete(ctx, svc); client.IgnoreNotFound(err) != nil {
 					return fmt.Errorf("deleting the Service of serving group %d: %w", g, err)
 				}
+				np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: groupName(hcd.Name, g), Namespace: hcd.Namespace}}
+				if err := r.Delete(ctx, np); client.IgnoreNotFound(err) != nil {
+					return fmt.Errorf("deleting the NetworkPolicy of serving group %d: %w", g, err)
+				}
 			}
 			delete(obs.groups, g)
 			continue
 		}
 		// Every group below spec.replicas keeps its headless Service.
 		if _, err := a.apply(ctx, buildHeadlessService(hcd, g), &corev1.Service{}); err != nil {
+			return err
+		}
+		if _, err := a.apply(ctx, buildGroupNetworkPolicy(hcd, g), &networkingv1.NetworkPolicy{}); err != nil {
 			return err
 		}
 		switch act.kind {

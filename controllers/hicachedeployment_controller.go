@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -46,6 +47,7 @@ type HiCacheDeploymentReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 const backendRefIndex = "spec.storage.backendRef.name"
@@ -260,6 +262,9 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 		return err
 	}
 	if _, err := a.apply(ctx, buildClientService(hcd), &corev1.Service{}); err != nil {
+		return err
+	}
+	if _, err := a.apply(ctx, buildDeploymentNetworkPolicy(hcd, res), &networkingv1.NetworkPolicy{}); err != nil {
 		return err
 	}
 
@@ -524,6 +529,7 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&hicachev1alpha1.CacheFlush{}).
 		Watches(&corev1.Pod{}, podToHCD, builder.WithPredicates(hasDeploymentLabel)).
 		Watches(&hicachev1alpha1.CacheBackend{}, backendToHCD).

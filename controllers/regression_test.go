@@ -101,7 +101,7 @@ func TestDerivativeSeesRemovedValues(t *testing.T) {
 // keys left; the backend's NetworkPolicy admits the admin port only from the operator.
 func TestFlushJobMayReachWhatItIsGiven(t *testing.T) {
 	cb := managedBackend("mc")
-	np := buildMasterNetworkPolicy(cb)
+	np := buildMasterNetworkPolicy(cb, "hicache-system")
 	job := buildFlushJob(NamespaceFlushRequest{
 		Flush: testFlush("f", hicachev1alpha1.FlushScopeNamespace), Backend: cb, Prefix: "hc-1_", Image: "img", Attempt: 1,
 		Endpoints: hicachev1alpha1.BackendEndpoints{RPCAddress: "mc-master.default.svc:50051", AdminURL: "http://mc-master.default.svc:9003"},

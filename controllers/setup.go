@@ -62,6 +62,10 @@ type Options struct {
 	// Identity names this operator process in the claims of the flushes it runs; it must differ
 	// between processes that run at the same time. Empty means DefaultIdentity.
 	Identity string
+	// OperatorNamespace is the namespace the operator's pods run in: the NetworkPolicies admit
+	// the operator to the masters' admin ports from there only. Empty admits pods labelled as the
+	// operator in any namespace.
+	OperatorNamespace string
 	// FlushAttemptTimeout is the deadline of one flush attempt (0: 3 minutes).
 	FlushAttemptTimeout time.Duration
 	// FlushMaxAttempts is how many attempts a flush gets before it is Failed for good (0: 5).

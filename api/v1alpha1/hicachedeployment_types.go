@@ -102,6 +102,10 @@ type HiCacheDeploymentSpec struct {
 	// +kubebuilder:default={maxUnavailable: 1}
 	// +optional
 	Rollout RolloutSpec `json:"rollout,omitempty"`
+
+	// security says who may reach the servers' HTTP APIs.
+	// +optional
+	Security *ServingSecurity `json:"security,omitempty"`
 }
 
 // ModelSpec names the model a deployment serves.
