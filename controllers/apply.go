@@ -25,7 +25,7 @@ type applier struct {
 // object of the same type to compare against, or nil to compare against the cache.
 func (a applier) apply(ctx context.Context, obj client.Object, existing client.Object) (changed bool, err error) {
 	if err := stampAppliedHash(obj); err != nil {
-		return false, err
+		return false, fmt.Errorf("hashing %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
 	}
 	if existing != nil {
 		err := a.Get(ctx, client.ObjectKeyFromObject(obj), existing)
@@ -36,7 +36,7 @@ func (a applier) apply(ctx context.Context, obj client.Object, existing client.O
 			}
 		case apierrors.IsNotFound(err):
 		default:
-			return false, err
+			return false, fmt.Errorf("reading %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
 		}
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)

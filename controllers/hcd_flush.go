@@ -162,7 +162,7 @@ func (r *HiCacheDeploymentReconciler) requestFlush(ctx context.Context, req flus
 		return cover, false, nil
 	}
 	if backends, err := storeBackends(ctx, r.Client, req.storeID); err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("finding the backends of store %s: %w", req.storeID, err)
 	} else if len(backends) > 0 {
 		req.home = &backends[0]
 	}
@@ -195,11 +195,10 @@ func (r *HiCacheDeploymentReconciler) drainAndFlush(ctx context.Context, hcd *hi
 	// empty a namespace another deployment of the store keeps writing, so nothing is stopped.
 	others, err := storeUsers(ctx, r.Client, storeScope{store: id, namespace: ns, ignore: hcd.Namespace + "/" + hcd.Name})
 	if err != nil {
-		return err
+		return fmt.Errorf("finding who else writes the fixed namespace %s: %w", ns, err)
 	}
 	if others.inUse() {
-		obs.drain = truncate(fmt.Sprintf("the fixed namespace %s is also written by %s, so it cannot be flushed; give each deployment its own spec.storage.namespace",
-			ns, others.describe(hcd.Namespace)), 900)
+		obs.drain = &drainState{wait: drainShared, namespace: ns, users: others}
 		return nil
 	}
 	// 1. Stop the writers: every group goes, and every pod of the deployment with it (also one a
@@ -207,10 +206,10 @@ func (r *HiCacheDeploymentReconciler) drainAndFlush(ctx context.Context, hcd *hi
 	// remove later).
 	stopped, err := r.stopGroups(ctx, hcd, obs, "")
 	if err != nil {
-		return err
+		return fmt.Errorf("stopping the writers of the fixed namespace %s: %w", ns, err)
 	}
 	if stopped > 0 {
-		obs.drain = fmt.Sprintf("stopping %d rank pods that write namespace %s", stopped, ns)
+		obs.drain = &drainState{wait: drainStopping, namespace: ns, pods: stopped}
 		return nil
 	}
 	// 2. Flush the namespace, once.
@@ -220,12 +219,12 @@ func (r *HiCacheDeploymentReconciler) drainAndFlush(ctx context.Context, hcd *hi
 		reason:    fmt.Sprintf("Layout of %s changed from %s to %s under the fixed namespace %s", hcd.Name, old.ShortHash, obs.resolved.ShortHash, ns),
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("requesting the flush of the fixed namespace %s: %w", ns, err)
 	}
 	if !meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete) {
-		obs.drain = fmt.Sprintf("waiting for CacheFlush %s of namespace %s", relativeName(cf.Namespace+"/"+cf.Name, hcd.Namespace), ns)
+		obs.drain = &drainState{wait: drainFlushing, namespace: ns, flush: cf.Namespace + "/" + cf.Name}
 		if c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
-			obs.drain += ": " + c.Message
+			obs.drain.failure = c.Message
 		}
 		return nil
 	}
@@ -249,11 +248,11 @@ func (r *HiCacheDeploymentReconciler) stopGroups(ctx context.Context, hcd *hicac
 	}
 	var left corev1.PodList
 	if err := r.List(ctx, &left, client.InNamespace(hcd.Namespace), labels); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("listing the pods left: %w", err)
 	}
 	if len(left.Items) > 0 {
 		if err := r.deletePods(ctx, left.Items); err != nil {
-			return 0, err
+			return 0, fmt.Errorf("deleting the pods left: %w", err)
 		}
 	}
 	return len(left.Items), nil
@@ -298,7 +297,7 @@ func (r *HiCacheDeploymentReconciler) reconcileStaleNamespaces(ctx context.Conte
 			case apierrors.IsNotFound(err):
 				s.Flush, s.FlushNamespace = "", "" // deleted: decide again
 			case err != nil:
-				return err
+				return fmt.Errorf("reading CacheFlush %s of the stale namespace %s: %w", key, s.Namespace, err)
 			case meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete):
 				cs.LastFlush = flushRecord(&cf)
 				continue // flushed: no longer stale
@@ -319,7 +318,7 @@ func (r *HiCacheDeploymentReconciler) reconcileStaleNamespaces(ctx context.Conte
 		var cb hicachev1alpha1.CacheBackend
 		if err := r.Get(ctx, client.ObjectKey{Namespace: hcd.Namespace, Name: backend}, &cb); err != nil {
 			if !apierrors.IsNotFound(err) {
-				return err
+				return fmt.Errorf("reading CacheBackend %s of the stale namespace %s: %w", backend, s.Namespace, err)
 			}
 			s.Blocked, s.BlockedBy = hicachev1alpha1.StaleBackendMissing, fmt.Sprintf("CacheBackend %s does not exist: nothing can flush the namespace there", backend)
 			keep = append(keep, s)
@@ -328,7 +327,7 @@ func (r *HiCacheDeploymentReconciler) reconcileStaleNamespaces(ctx context.Conte
 		id := storeIDOf(&cb)
 		use, err := storeUsers(ctx, r.Client, storeScope{store: id, namespace: s.Namespace})
 		if err != nil {
-			return err
+			return fmt.Errorf("finding who uses the stale namespace %s: %w", s.Namespace, err)
 		}
 		if use.inUse() {
 			s.Blocked, s.BlockedBy = hicachev1alpha1.StaleInUse, truncate("still used by "+use.describe(hcd.Namespace), 512)
@@ -343,7 +342,7 @@ func (r *HiCacheDeploymentReconciler) reconcileStaleNamespaces(ctx context.Conte
 				hcd.Name, s.LayoutHash, s.Namespace, obs.resolved.ShortHash, obs.resolved.Namespace),
 		})
 		if err != nil {
-			return err
+			return fmt.Errorf("requesting the flush of the stale namespace %s: %w", s.Namespace, err)
 		}
 		if meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete) {
 			cs.LastFlush = flushRecord(cf)
@@ -453,17 +452,17 @@ func conflictWith(self *hicachev1alpha1.HiCacheDeployment, ns, fingerprint strin
 
 // holdForConflict holds a deployment whose namespace another deployment of the store writes
 // under another layout: no serving group writes it, and the status claims it no more, until the
-// other is gone; then what the other wrote is flushed before this one writes the namespace. It
-// tells whether the deployment is held.
-func (r *HiCacheDeploymentReconciler) holdForConflict(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) (bool, error) {
+// other is gone; then what the other wrote is flushed before this one writes the namespace. A
+// held deployment has obs.conflict or obs.takeover set.
+func (r *HiCacheDeploymentReconciler) holdForConflict(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) error {
 	res := obs.resolved
 	if hcd.Spec.Storage == nil || res.Namespace == "" || obs.backendObj == nil {
-		return false, nil
+		return nil
 	}
 	id := storeIDOf(obs.backendObj)
 	writers, err := storeWriters(ctx, r.Client, id, res.Namespace)
 	if err != nil {
-		return false, err
+		return fmt.Errorf("finding the writers of namespace %s: %w", res.Namespace, err)
 	}
 	old := hcd.Status.Cache
 	self := hcd.Namespace + "/" + hcd.Name
@@ -476,50 +475,46 @@ func (r *HiCacheDeploymentReconciler) holdForConflict(ctx context.Context, hcd *
 		obs.cache = heldCache(old, hcd, res.Namespace)
 		obs.cache.Conflict = c
 		obs.conflict = c
-		_, err := r.stopGroups(ctx, hcd, obs, res.Namespace)
-		return true, err
+		if _, err := r.stopGroups(ctx, hcd, obs, res.Namespace); err != nil {
+			return fmt.Errorf("stopping the writers of namespace %s, which %s writes under another layout: %w", res.Namespace, c.Deployment, err)
+		}
+		return nil
 	}
 	if old == nil || old.Conflict == nil || old.Conflict.Namespace != res.Namespace {
-		return false, nil
+		return nil
 	}
 	// The other deployment is gone from the namespace: what it wrote there goes first, unless
 	// deployments of this layout write it already (they share it). While its pods stop, wait.
 	others, err := storeUsers(ctx, r.Client, storeScope{store: id, namespace: res.Namespace, ignore: self})
 	if err != nil {
-		return false, err
+		return fmt.Errorf("finding who else uses namespace %s: %w", res.Namespace, err)
 	}
+	wait := &takeoverState{namespace: res.Namespace, previous: old.Conflict.Deployment, layout: old.Conflict.LayoutHash}
 	if others.inUse() {
-		same := map[string]bool{}
 		for i := range writers {
-			if w := &writers[i]; w.Status.Cache.LayoutHash == res.Fingerprint {
-				same[w.Namespace+"/"+w.Name] = true
+			if writers[i].Status.Cache.LayoutHash == res.Fingerprint {
+				return nil // deployments of this layout write it already
 			}
 		}
-		if len(same) > 0 {
-			return false, nil
+		wait.users = &others
+	} else {
+		cf, _, err := r.requestFlush(ctx, flushRequest{
+			storeID: id, namespace: res.Namespace, layout: old.Conflict.LayoutHash, since: old.Conflict.Since, home: obs.backendObj, requester: self,
+			reason: fmt.Sprintf("%s writes namespace %s, which %s wrote under layout %s", hcd.Name, res.Namespace, old.Conflict.Deployment, old.Conflict.LayoutHash),
+		})
+		if err != nil {
+			return fmt.Errorf("requesting the flush of what %s wrote in namespace %s: %w", old.Conflict.Deployment, res.Namespace, err)
 		}
-		obs.cache = heldCache(old, hcd, res.Namespace)
-		obs.cache.Conflict = old.Conflict.DeepCopy()
-		obs.takeover = fmt.Sprintf("namespace %s holds what %s wrote under layout %s: waiting for %s to stop writing it, then for its flush",
-			res.Namespace, relativeName(old.Conflict.Deployment, hcd.Namespace), old.Conflict.LayoutHash, others.describe(hcd.Namespace))
-		return true, nil
+		if meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete) {
+			obs.cache.LastFlush = flushRecord(cf)
+			return nil
+		}
+		wait.flush = cf.Namespace + "/" + cf.Name
 	}
-	cf, _, err := r.requestFlush(ctx, flushRequest{
-		storeID: id, namespace: res.Namespace, layout: old.Conflict.LayoutHash, since: old.Conflict.Since, home: obs.backendObj, requester: self,
-		reason: fmt.Sprintf("%s writes namespace %s, which %s wrote under layout %s", hcd.Name, res.Namespace, old.Conflict.Deployment, old.Conflict.LayoutHash),
-	})
-	if err != nil {
-		return false, err
-	}
-	if !meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete) {
-		obs.cache = heldCache(old, hcd, res.Namespace)
-		obs.cache.Conflict = old.Conflict.DeepCopy()
-		obs.takeover = fmt.Sprintf("namespace %s holds what %s wrote under layout %s: waiting for CacheFlush %s to remove it before writing it",
-			res.Namespace, relativeName(old.Conflict.Deployment, hcd.Namespace), old.Conflict.LayoutHash, relativeName(cf.Namespace+"/"+cf.Name, hcd.Namespace))
-		return true, nil
-	}
-	obs.cache.LastFlush = flushRecord(cf)
-	return false, nil
+	obs.cache = heldCache(old, hcd, res.Namespace)
+	obs.cache.Conflict = old.Conflict.DeepCopy()
+	obs.takeover = wait
+	return nil
 }
 
 // heldCache is the cache status of a held deployment: the one it had, without a claim on the

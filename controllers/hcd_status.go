@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
@@ -20,11 +19,7 @@ import (
 func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicachev1alpha1.HiCacheDeploymentStatus {
 	st := hcd.Status.DeepCopy()
 	st.ObservedGeneration = hcd.Generation
-	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
-		c := metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg,
-			ObservedGeneration: hcd.Generation, LastTransitionTime: obs.now}
-		meta.SetStatusCondition(&st.Conditions, c)
-	}
+	set := conditionsOf(&st.Conditions, hcd.Generation, obs.now.Time).set
 
 	desiredGroups := int32(1)
 	if hcd.Spec.Replicas != nil {
@@ -38,8 +33,8 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 			reason = hicachev1alpha1.ReasonUnknownProfile
 		}
 		msg := obs.resolveErr.Error() + "; nothing is created until the spec is fixed"
-		set(hicachev1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
-		set(hicachev1alpha1.ConditionProgressing, metav1.ConditionFalse, reason, msg)
+		set(hicachev1alpha1.ConditionReady, false, reason, msg)
+		set(hicachev1alpha1.ConditionProgressing, false, reason, msg)
 		countGroups(st, obs, desiredGroups)
 		return st
 	}
@@ -59,38 +54,38 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 	// BackendReady mirrors the CacheBackend.
 	switch {
 	case hcd.Spec.Storage == nil:
-		set(hicachev1alpha1.ConditionBackendReady, metav1.ConditionTrue, hicachev1alpha1.ReasonNoStorage,
+		set(hicachev1alpha1.ConditionBackendReady, true, hicachev1alpha1.ReasonNoStorage,
 			"No L3 store is configured; the cache stops at host memory")
 	case obs.backendErr != nil:
-		set(hicachev1alpha1.ConditionBackendReady, metav1.ConditionFalse, obs.backendErr.reason, obs.backendErr.message)
+		set(hicachev1alpha1.ConditionBackendReady, false, obs.backendErr.reason, obs.backendErr.message)
 	default:
-		set(hicachev1alpha1.ConditionBackendReady, metav1.ConditionTrue, hicachev1alpha1.ReasonBackendReady,
+		set(hicachev1alpha1.ConditionBackendReady, true, hicachev1alpha1.ReasonBackendReady,
 			fmt.Sprintf("CacheBackend %q is ready at %s", obs.backend.Name, obs.backend.RPCAddress))
 	}
 
 	// Ready and Progressing from the groups.
 	switch {
 	case obs.backendErr != nil && len(obs.groups) == 0:
-		set(hicachev1alpha1.ConditionReady, metav1.ConditionFalse, obs.backendErr.reason, obs.backendErr.message)
-		set(hicachev1alpha1.ConditionProgressing, metav1.ConditionFalse, obs.backendErr.reason, "Waiting for the cache backend before creating serving groups")
+		set(hicachev1alpha1.ConditionReady, false, obs.backendErr.reason, obs.backendErr.message)
+		set(hicachev1alpha1.ConditionProgressing, false, obs.backendErr.reason, "Waiting for the cache backend before creating serving groups")
 	case obs.backendErr != nil:
 		// Running groups keep serving; nothing is changed until the backend is back.
 		setReady(set, st, desiredGroups)
-		set(hicachev1alpha1.ConditionProgressing, metav1.ConditionFalse, obs.backendErr.reason,
+		set(hicachev1alpha1.ConditionProgressing, false, obs.backendErr.reason,
 			"The cache backend is not ready: running serving groups keep serving, and changes wait until it is")
-	case obs.applyErr != nil:
-		set(hicachev1alpha1.ConditionProgressing, metav1.ConditionFalse, hicachev1alpha1.ReasonReconcileError, obs.applyErr.Error())
+	case obs.failed != nil:
+		set(hicachev1alpha1.ConditionProgressing, false, hicachev1alpha1.ReasonReconcileError, truncate(obs.failed.Error(), 32768))
 		setReady(set, st, desiredGroups)
 	case desiredGroups == 0:
-		set(hicachev1alpha1.ConditionReady, metav1.ConditionTrue, hicachev1alpha1.ReasonScaledToZero, "Scaled to zero serving groups")
-		set(hicachev1alpha1.ConditionProgressing, metav1.ConditionFalse, hicachev1alpha1.ReasonUpToDate, "No serving groups")
+		set(hicachev1alpha1.ConditionReady, true, hicachev1alpha1.ReasonScaledToZero, "Scaled to zero serving groups")
+		set(hicachev1alpha1.ConditionProgressing, false, hicachev1alpha1.ReasonUpToDate, "No serving groups")
 	default:
 		setReady(set, st, desiredGroups)
 		if st.UpdatedReplicas == desiredGroups && st.ReadyReplicas == desiredGroups && st.Replicas == desiredGroups {
-			set(hicachev1alpha1.ConditionProgressing, metav1.ConditionFalse, hicachev1alpha1.ReasonUpToDate,
+			set(hicachev1alpha1.ConditionProgressing, false, hicachev1alpha1.ReasonUpToDate,
 				fmt.Sprintf("All %d serving groups run the current spec", desiredGroups))
 		} else {
-			set(hicachev1alpha1.ConditionProgressing, metav1.ConditionTrue, hicachev1alpha1.ReasonRollingOut,
+			set(hicachev1alpha1.ConditionProgressing, true, hicachev1alpha1.ReasonRollingOut,
 				fmt.Sprintf("%d of %d serving groups run the current spec, %d ready", st.UpdatedReplicas, desiredGroups, st.ReadyReplicas))
 		}
 	}
@@ -101,30 +96,95 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 		switch {
 		case obs.conflict != nil:
 			msg := conflictMessage(hcd, obs.conflict)
-			set(hicachev1alpha1.ConditionCacheLayoutCurrent, metav1.ConditionFalse, hicachev1alpha1.ReasonNamespaceConflict, msg)
-			set(hicachev1alpha1.ConditionProgressing, metav1.ConditionFalse, hicachev1alpha1.ReasonNamespaceConflict, msg)
+			set(hicachev1alpha1.ConditionCacheLayoutCurrent, false, hicachev1alpha1.ReasonNamespaceConflict, msg)
+			set(hicachev1alpha1.ConditionProgressing, false, hicachev1alpha1.ReasonNamespaceConflict, msg)
 			if len(obs.groups) == 0 {
-				set(hicachev1alpha1.ConditionReady, metav1.ConditionFalse, hicachev1alpha1.ReasonNamespaceConflict, msg)
+				set(hicachev1alpha1.ConditionReady, false, hicachev1alpha1.ReasonNamespaceConflict, msg)
 			}
-		case obs.takeover != "":
-			set(hicachev1alpha1.ConditionCacheLayoutCurrent, metav1.ConditionFalse, hicachev1alpha1.ReasonWaitingForFlush, "The "+obs.takeover)
-			set(hicachev1alpha1.ConditionProgressing, metav1.ConditionTrue, hicachev1alpha1.ReasonWaitingForFlush, "The "+obs.takeover)
-		case obs.drain != "":
-			set(hicachev1alpha1.ConditionCacheLayoutCurrent, metav1.ConditionFalse, hicachev1alpha1.ReasonWaitingForFlush,
-				"The layout changed under a fixed namespace: "+obs.drain)
-			set(hicachev1alpha1.ConditionProgressing, metav1.ConditionTrue, hicachev1alpha1.ReasonWaitingForFlush,
-				"Stopping writers and flushing before the new layout starts: "+obs.drain)
+		case obs.takeover != nil:
+			msg := "The " + obs.takeover.message(hcd.Namespace)
+			set(hicachev1alpha1.ConditionCacheLayoutCurrent, false, hicachev1alpha1.ReasonWaitingForFlush, msg)
+			set(hicachev1alpha1.ConditionProgressing, true, hicachev1alpha1.ReasonWaitingForFlush, msg)
+		case obs.drain != nil:
+			msg := obs.drain.message(hcd.Namespace)
+			set(hicachev1alpha1.ConditionCacheLayoutCurrent, false, hicachev1alpha1.ReasonWaitingForFlush,
+				"The layout changed under a fixed namespace: "+msg)
+			set(hicachev1alpha1.ConditionProgressing, true, hicachev1alpha1.ReasonWaitingForFlush,
+				"Stopping writers and flushing before the new layout starts: "+msg)
 		case len(stale) > 0:
-			set(hicachev1alpha1.ConditionCacheLayoutCurrent, metav1.ConditionFalse, hicachev1alpha1.ReasonLayoutChanging,
+			set(hicachev1alpha1.ConditionCacheLayoutCurrent, false, hicachev1alpha1.ReasonLayoutChanging,
 				fmt.Sprintf("Serving groups %s still write under an older layout; they are replaced one at a time", joinInts(stale)))
 		default:
-			set(hicachev1alpha1.ConditionCacheLayoutCurrent, metav1.ConditionTrue, hicachev1alpha1.ReasonLayoutCurrent,
+			set(hicachev1alpha1.ConditionCacheLayoutCurrent, true, hicachev1alpha1.ReasonLayoutCurrent,
 				fmt.Sprintf("Every serving group writes under namespace %s (layout %s)", res.Namespace, res.ShortHash))
 		}
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, hicachev1alpha1.ConditionCacheLayoutCurrent)
 	}
 	return st
+}
+
+// drainWait is what the drain of a Fixed namespace waits for.
+type drainWait int
+
+const (
+	// drainShared: another deployment of the store writes the fixed namespace too, so stopping
+	// this one's writers could never empty it; nothing is stopped.
+	drainShared drainWait = iota + 1
+	// drainStopping: rank pods that write the namespace are still there.
+	drainStopping
+	// drainFlushing: the namespace's flush has not completed.
+	drainFlushing
+)
+
+// drainState is where the drain of a Fixed namespace stands: what it waits for and the facts of
+// it. Its sentence is made by the status computation, from these facts.
+type drainState struct {
+	wait      drainWait
+	namespace string
+	// users (drainShared) are the other users of the namespace.
+	users storeUse
+	// pods (drainStopping) is how many rank pods were still there.
+	pods int
+	// flush (drainFlushing) is the CacheFlush, namespace/name, and failure why its last attempt
+	// failed, when it did.
+	flush, failure string
+}
+
+// message says what the drain waits for, naming objects as seen from namespace from.
+func (d *drainState) message(from string) string {
+	switch d.wait {
+	case drainShared:
+		return truncate(fmt.Sprintf("the fixed namespace %s is also written by %s, so it cannot be flushed; give each deployment its own spec.storage.namespace",
+			d.namespace, d.users.describe(from)), 900)
+	case drainStopping:
+		return fmt.Sprintf("stopping %d rank pods that write namespace %s", d.pods, d.namespace)
+	}
+	msg := fmt.Sprintf("waiting for CacheFlush %s of namespace %s", relativeName(d.flush, from), d.namespace)
+	if d.failure != "" {
+		msg += ": " + d.failure
+	}
+	return msg
+}
+
+// takeoverState is what a deployment waits for before it writes a namespace that another
+// deployment wrote under another layout: that the other stops using it (users), then that what
+// it wrote is flushed (flush).
+type takeoverState struct {
+	namespace string
+	// previous (namespace/name) wrote the namespace under layout.
+	previous, layout string
+	users            *storeUse
+	flush            string
+}
+
+// message says what the takeover waits for, naming objects as seen from namespace from.
+func (t *takeoverState) message(from string) string {
+	held := fmt.Sprintf("namespace %s holds what %s wrote under layout %s", t.namespace, relativeName(t.previous, from), t.layout)
+	if t.users != nil {
+		return fmt.Sprintf("%s: waiting for %s to stop writing it, then for its flush", held, t.users.describe(from))
+	}
+	return fmt.Sprintf("%s: waiting for CacheFlush %s to remove it before writing it", held, relativeName(t.flush, from))
 }
 
 // conflictMessage says why a deployment is held and what ends it.
@@ -134,13 +194,13 @@ func conflictMessage(hcd *hicachev1alpha1.HiCacheDeployment, c *hicachev1alpha1.
 		c.Namespace, relativeName(c.Deployment, hcd.Namespace), c.LayoutHash, hcd.Name, relativeName(c.Deployment, hcd.Namespace)), 1024)
 }
 
-func setReady(set func(string, metav1.ConditionStatus, string, string), st *hicachev1alpha1.HiCacheDeploymentStatus, desired int32) {
+func setReady(set func(string, bool, string, string), st *hicachev1alpha1.HiCacheDeploymentStatus, desired int32) {
 	if st.ReadyReplicas >= desired && st.Replicas == desired {
-		set(hicachev1alpha1.ConditionReady, metav1.ConditionTrue, hicachev1alpha1.ReasonAllGroupsReady,
+		set(hicachev1alpha1.ConditionReady, true, hicachev1alpha1.ReasonAllGroupsReady,
 			fmt.Sprintf("All %d serving groups are ready", desired))
 		return
 	}
-	set(hicachev1alpha1.ConditionReady, metav1.ConditionFalse, hicachev1alpha1.ReasonGroupsNotReady,
+	set(hicachev1alpha1.ConditionReady, false, hicachev1alpha1.ReasonGroupsNotReady,
 		fmt.Sprintf("%d of %d serving groups are ready", st.ReadyReplicas, desired))
 }
 

@@ -177,7 +177,7 @@ func TestComputeStatus(t *testing.T) {
 			hcd: withStorage.Obj(),
 			obs: func(t *testing.T, h *hicachev1alpha1.HiCacheDeployment) *observed {
 				obs := observation(t, h, "h")
-				obs.drain = "waiting for 2 rank pods to stop"
+				obs.drain = &drainState{wait: drainStopping, namespace: "hc-0000000000", pods: 2}
 				return obs
 			},
 			want: map[string]cond{
@@ -186,14 +186,14 @@ func TestComputeStatus(t *testing.T) {
 				"Progressing":        {T, hicachev1alpha1.ReasonWaitingForFlush},
 				"CacheLayoutCurrent": {F, hicachev1alpha1.ReasonWaitingForFlush},
 			},
-			wantMessages: map[string][]string{"CacheLayoutCurrent": {"waiting for 2 rank pods to stop"}},
+			wantMessages: map[string][]string{"CacheLayoutCurrent": {"stopping 2 rank pods that write namespace hc-0000000000"}},
 			wantReady:    "0/2",
 		},
 		"apply error": {
 			hcd: withStorage.Obj(),
 			obs: func(t *testing.T, h *hicachev1alpha1.HiCacheDeployment) *observed {
 				obs := observation(t, h, "h", readyGroup(0, 1, "h", r), readyGroup(1, 1, "h", r))
-				obs.applyErr = fmt.Errorf("applying StatefulSet q-1: forbidden")
+				obs.failed = fmt.Errorf("applying StatefulSet q-1: forbidden")
 				return obs
 			},
 			want: map[string]cond{
@@ -402,9 +402,13 @@ func TestSetReady(t *testing.T) {
 			st := &hicachev1alpha1.HiCacheDeploymentStatus{Replicas: tc.replicas, ReadyReplicas: tc.ready}
 			var got cond
 			var msg string
-			setReady(func(typ string, s metav1.ConditionStatus, reason, m string) {
+			setReady(func(typ string, ok bool, reason, m string) {
 				if typ != hicachev1alpha1.ConditionReady {
 					t.Errorf("setReady set %s", typ)
+				}
+				s := metav1.ConditionFalse
+				if ok {
+					s = metav1.ConditionTrue
 				}
 				got, msg = cond{s, reason}, m
 			}, st, tc.desired)

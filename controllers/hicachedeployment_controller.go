@@ -12,12 +12,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -70,21 +70,26 @@ type observed struct {
 	desired    map[int]string // group → desired template hash
 	rolling    []int          // groups whose pods were replaced this reconcile
 	recreated  []int
-	applyErr   error
-	now        metav1.Time
+	// failed is the error a phase stopped on, reported in Progressing.
+	failed error
+	now    metav1.Time
 	// cache is the L3 status: the layout the groups write and the namespaces left behind.
 	cache *hicachev1alpha1.CacheStatus
 	// drain is set while a Fixed-namespace deployment stops its writers and flushes before
-	// starting a new layout; it says what the drain waits for.
-	drain string
+	// starting a new layout: what the drain waits for.
+	drain *drainState
 	// conflict is set while another deployment of the store writes the namespace under another
 	// layout: this one is held.
 	conflict *hicachev1alpha1.NamespaceConflict
-	// takeover says what a deployment waits for before writing a namespace another layout wrote.
-	takeover string
+	// takeover is what a deployment waits for before writing a namespace another layout wrote.
+	takeover *takeoverState
 	// recreateWait is how long until a failing group may be recreated again.
 	recreateWait time.Duration
 }
+
+// held tells whether the deployment may not write its namespace yet: no serving group is
+// applied.
+func (o *observed) held() bool { return o.conflict != nil || o.takeover != nil }
 
 // conditionError is a problem a user must act on, with the condition reason that names it.
 type conditionError struct {
@@ -93,9 +98,16 @@ type conditionError struct {
 
 func (e *conditionError) Error() string { return e.message }
 
+// hcdScope is one reconcile of a HiCacheDeployment.
+type hcdScope = scope[*hicachev1alpha1.HiCacheDeployment, *observed]
+
+// waitPoll is how often a deployment that waits looks again: on pods to go, a flush to finish
+// or a namespace to be freed the watches bring it back, and this covers what they do not see
+// (another deployment's pods).
+const waitPoll = 10 * time.Second
+
 // Reconcile brings one HiCacheDeployment to its desired state.
 func (r *HiCacheDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
 	var hcd hicachev1alpha1.HiCacheDeployment
 	if err := r.Get(ctx, req.NamespacedName, &hcd); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -103,73 +115,99 @@ func (r *HiCacheDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Re
 	if !hcd.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	obs := &observed{now: metav1.NewTime(r.Clock.Now()), groups: map[int]*group{}, desired: map[int]string{}}
+	now := r.Clock.Now()
+	s := newScope(r.Client, &hcd, &observed{now: metav1.NewTime(now), desired: map[int]string{}}, now)
+	return kindSteps[*hicachev1alpha1.HiCacheDeployment, *observed]{
+		phases: []phase[*hcdScope]{
+			{"observe", r.observe},
+			{"hold the layout", r.holdLayout},
+			{"apply the serving groups", r.applyGroups},
+			{"flush stale namespaces", r.flushStale},
+		},
+		status: func(s *hcdScope, failed error) {
+			s.obs.failed = failed
+			s.obj.Status = *computeStatus(s.obj, s.obs)
+		},
+		announce: r.emitEvents,
+	}.run(ctx, s)
+}
 
-	// 1. Decide: topology, plan, layout, group shape.
-	obs.resolved, obs.resolveErr = resolve.Resolve(&hcd)
-	// 2. Observe what exists.
-	if err := r.observeGroups(ctx, &hcd, obs); err != nil {
-		return ctrl.Result{}, err
+// observe resolves the spec (topology, plan, layout, group shape) and reads the serving groups,
+// their pods and the backend the ranks write to.
+func (r *HiCacheDeploymentReconciler) observe(ctx context.Context, s *hcdScope) (step, error) {
+	hcd, obs := s.obj, s.obs
+	obs.resolved, obs.resolveErr = resolve.Resolve(hcd)
+	if err := r.observeGroups(ctx, hcd, obs); err != nil {
+		return proceed, statusUnknown(fmt.Errorf("reading the serving groups: %w", err))
 	}
-	if obs.resolveErr == nil {
-		// 3. The backend the ranks will write to.
-		obs.backend, obs.backendObj, obs.backendErr = r.backendEndpoints(ctx, &hcd)
-		obs.cache = cacheStatus(&hcd, obs)
-		// 4. Children, group by group; with the Fixed strategy a breaking change first stops
-		// every writer and flushes the namespace.
-		if obs.backendErr == nil {
-			held := false
-			if fixedLayoutChange(&hcd, obs.resolved) {
-				obs.applyErr = r.drainAndFlush(ctx, &hcd, obs)
-			} else {
-				// A namespace written by two layouts is never served.
-				held, obs.applyErr = r.holdForConflict(ctx, &hcd, obs)
-			}
-			if obs.applyErr == nil && obs.drain == "" && !held {
-				obs.applyErr = r.reconcileChildren(ctx, &hcd, obs)
-			}
-		}
-		// 5. Namespaces older layouts left behind are flushed once nothing uses them.
-		if obs.applyErr == nil && obs.drain == "" {
-			obs.applyErr = r.reconcileStaleNamespaces(ctx, &hcd, obs)
-		}
+	if obs.resolveErr != nil {
+		return stopFor(0), nil // nothing is created until the spec is fixed
 	}
+	obs.backend, obs.backendObj, obs.backendErr = r.backendEndpoints(ctx, hcd)
+	obs.cache = cacheStatus(hcd, obs)
+	return proceed, nil
+}
 
-	// 5. Status, computed from what was observed, written once and only if it changed.
-	newStatus := computeStatus(&hcd, obs)
-	r.emitEvents(&hcd, obs, newStatus)
-	if !equality.Semantic.DeepEqual(hcd.Status, *newStatus) {
-		patch := client.MergeFrom(hcd.DeepCopy())
-		hcd.Status = *newStatus
-		if err := r.Status().Patch(ctx, &hcd, patch); err != nil {
-			return ctrl.Result{}, err
+// holdLayout keeps writers off what they must not write: with the Fixed strategy a breaking
+// change first stops every writer and flushes the namespace; a namespace written by two layouts
+// is never served. Nothing changes while the backend is not ready.
+func (r *HiCacheDeploymentReconciler) holdLayout(ctx context.Context, s *hcdScope) (step, error) {
+	hcd, obs := s.obj, s.obs
+	if obs.backendErr != nil {
+		return proceed, nil
+	}
+	if fixedLayoutChange(hcd, obs.resolved) {
+		if err := r.drainAndFlush(ctx, hcd, obs); err != nil {
+			return proceed, err
 		}
+		if obs.drain != nil {
+			return stopFor(waitPoll), nil
+		}
+		return proceed, nil // flushed: the new layout starts now
 	}
-	if obs.applyErr != nil {
-		log.Error(obs.applyErr, "Applying the serving groups failed")
-		return ctrl.Result{}, obs.applyErr
+	if err := r.holdForConflict(ctx, hcd, obs); err != nil {
+		return proceed, err
 	}
-	if obs.recreateWait > 0 {
-		return ctrl.Result{RequeueAfter: obs.recreateWait}, nil
+	if obs.held() {
+		return proceedWithin(waitPoll), nil
 	}
-	if obs.drain != "" || obs.conflict != nil || obs.takeover != "" || hasBlockedStale(obs.cache) {
-		// Waiting on pods to go, a flush to finish or a namespace to be freed: the watches bring
-		// us back, and a slow poll covers what they do not see (another deployment's pods).
-		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+	return proceed, nil
+}
+
+// applyGroups applies the children of a deployment that may write its namespace.
+func (r *HiCacheDeploymentReconciler) applyGroups(ctx context.Context, s *hcdScope) (step, error) {
+	if s.obs.backendErr != nil || s.obs.held() {
+		return proceed, nil
 	}
-	return ctrl.Result{}, nil
+	if err := r.reconcileChildren(ctx, s.obj, s.obs); err != nil {
+		return proceed, err
+	}
+	return proceedWithin(s.obs.recreateWait), nil
+}
+
+// flushStale asks for the flush of the namespaces older layouts left behind, once nothing uses
+// them.
+func (r *HiCacheDeploymentReconciler) flushStale(ctx context.Context, s *hcdScope) (step, error) {
+	if err := r.reconcileStaleNamespaces(ctx, s.obj, s.obs); err != nil {
+		return proceed, err
+	}
+	if hasBlockedStale(s.obs.cache) {
+		return proceedWithin(waitPoll), nil
+	}
+	return proceed, nil
 }
 
 // observeGroups lists the deployment's StatefulSets and their pods.
 func (r *HiCacheDeploymentReconciler) observeGroups(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) error {
 	var stsList appsv1.StatefulSetList
 	if err := r.List(ctx, &stsList, client.InNamespace(hcd.Namespace), client.MatchingLabels{LabelDeployment: hcd.Name}); err != nil {
-		return err
+		return fmt.Errorf("listing StatefulSets: %w", err)
 	}
 	var podList corev1.PodList
 	if err := r.List(ctx, &podList, client.InNamespace(hcd.Namespace), client.MatchingLabels{LabelDeployment: hcd.Name}); err != nil {
-		return err
+		return fmt.Errorf("listing pods: %w", err)
 	}
+	obs.groups = map[int]*group{}
 	for i := range stsList.Items {
 		sts := &stsList.Items[i]
 		if !metav1.IsControlledBy(sts, hcd) {
@@ -256,7 +294,7 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 	}
 	cm, err := buildConfigMap(hcd, res, mcfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("rendering the ConfigMap: %w", err)
 	}
 	if _, err := a.apply(ctx, cm, &corev1.ConfigMap{}); err != nil {
 		return err
@@ -407,8 +445,10 @@ func splitNonEmpty(s string, sep byte) []string {
 	return out
 }
 
-// emitEvents announces what a user should see happen.
-func (r *HiCacheDeploymentReconciler) emitEvents(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed, st *hicachev1alpha1.HiCacheDeploymentStatus) {
+// emitEvents announces what a user should see happen: what changed from the stored status to
+// the new one, and what this reconcile did.
+func (r *HiCacheDeploymentReconciler) emitEvents(s *hcdScope) {
+	hcd, obs, st := s.stored, s.obs, &s.obj.Status
 	if obs.resolveErr != nil {
 		reason := hicachev1alpha1.ReasonInvalidSpec
 		var up *resolve.UnknownProfileError
@@ -416,26 +456,26 @@ func (r *HiCacheDeploymentReconciler) emitEvents(hcd *hicachev1alpha1.HiCacheDep
 			reason = hicachev1alpha1.ReasonUnknownProfile
 		}
 		if c := meta.FindStatusCondition(hcd.Status.Conditions, hicachev1alpha1.ConditionReady); c == nil || c.Reason != reason || c.ObservedGeneration != hcd.Generation {
-			r.Recorder.Eventf(hcd, nil, corev1.EventTypeWarning, reason, "Resolve", "%s", obs.resolveErr.Error())
+			r.Recorder.Eventf(s.obj, nil, corev1.EventTypeWarning, reason, "Resolve", "%s", obs.resolveErr.Error())
 		}
 	}
 	if obs.backendErr != nil {
 		if c := meta.FindStatusCondition(hcd.Status.Conditions, hicachev1alpha1.ConditionBackendReady); c == nil || c.Status != metav1.ConditionFalse || c.Reason != obs.backendErr.reason {
-			r.Recorder.Eventf(hcd, nil, corev1.EventTypeWarning, obs.backendErr.reason, "WaitForBackend", "%s", obs.backendErr.message)
+			r.Recorder.Eventf(s.obj, nil, corev1.EventTypeWarning, obs.backendErr.reason, "WaitForBackend", "%s", obs.backendErr.message)
 		}
 	}
 	if old, cur := hcd.Status.Cache, st.Cache; old != nil && cur != nil && old.Namespace != "" && cur.Namespace != "" && old.Namespace != cur.Namespace {
-		r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonNamespaceRotated, "RotateNamespace",
+		r.Recorder.Eventf(s.obj, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonNamespaceRotated, "RotateNamespace",
 			"The cache layout changed (%s → %s): new ranks write under L3 namespace %s; %s is stale and is flushed once nothing uses it",
 			old.ShortHash, cur.ShortHash, cur.Namespace, old.Namespace)
 	}
 	if c := obs.conflict; c != nil {
 		if prev := hcd.Status.Cache; prev == nil || prev.Conflict == nil || prev.Conflict.Deployment != c.Deployment || prev.Conflict.Namespace != c.Namespace {
-			r.Recorder.Eventf(hcd, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonNamespaceConflict, "Hold", "%s", conflictMessage(hcd, c))
+			r.Recorder.Eventf(s.obj, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonNamespaceConflict, "Hold", "%s", conflictMessage(hcd, c))
 		}
 	}
 	for _, g := range obs.rolling {
-		r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonRollingOut, "Roll",
+		r.Recorder.Eventf(s.obj, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonRollingOut, "Roll",
 			"Replacing all pods of serving group %d together with the new template", g)
 	}
 }
@@ -462,9 +502,11 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
+	log := mgr.GetLogger().WithValues("controller", "hicachedeployment")
 	backendToHCD := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		var list hicachev1alpha1.HiCacheDeploymentList
 		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{backendRefIndex: o.GetName()}); err != nil {
+			log.Error(err, "Listing the deployments of a CacheBackend failed: they are not woken by its change", "cacheBackend", klog.KObj(o))
 			return nil
 		}
 		reqs := make([]reconcile.Request, 0, len(list.Items))
@@ -482,6 +524,7 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		var list hicachev1alpha1.HiCacheDeploymentList
 		if err := mgr.GetClient().List(ctx, &list, client.MatchingFields{staleFlushIndex: o.GetNamespace() + "/" + o.GetName()}); err != nil {
+			log.Error(err, "Listing the deployments that wait for a CacheFlush failed: they are not woken by its change", "cacheFlush", klog.KObj(o))
 			return reqs
 		}
 		for i := range list.Items {
@@ -498,10 +541,14 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		var cb hicachev1alpha1.CacheBackend
 		if err := mgr.GetClient().Get(ctx, types.NamespacedName{Namespace: h.Namespace, Name: h.Status.Cache.Backend}, &cb); err != nil {
-			return nil
+			if !apierrors.IsNotFound(err) {
+				log.Error(err, "Reading the CacheBackend of a deployment failed: the other writers of its namespace are not woken", "hiCacheDeployment", klog.KObj(o))
+			}
+			return nil // no backend, no store whose writers to wake
 		}
 		writers, err := storeWriters(ctx, mgr.GetClient(), storeIDOf(&cb), h.Status.Cache.Namespace)
 		if err != nil {
+			log.Error(err, "Listing the writers of a namespace failed: they are not woken by a deployment's change", "hiCacheDeployment", klog.KObj(o))
 			return nil
 		}
 		var reqs []reconcile.Request

@@ -1,0 +1,181 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The reconcile skeleton of every kind: a scope holds the object as read, what the phases
+// observed and the time of the reconcile; the phases run in order, and each may stop the ones
+// after it and say when to look again; the status is then computed once from the scope and
+// written once, only when it differs from the status that was read.
+
+// scope is one reconcile of one object.
+type scope[T client.Object, O any] struct {
+	// obj is the object as read; the phases and the status computation write its status.
+	obj T
+	// stored is the object as the API server last had it: as read, then as each status write
+	// left it. The status is written only when obj's differs from it.
+	stored T
+	// obs is what the phases observed and did.
+	obs O
+	// now is the time of this reconcile.
+	now time.Time
+
+	c client.Client
+	// optimisticLock makes a status write fail with a conflict when the stored status changed
+	// since it was read (another process wrote it).
+	optimisticLock bool
+}
+
+// newScope starts the reconcile of obj at now.
+func newScope[T client.Object, O any](c client.Client, obj T, obs O, now time.Time) *scope[T, O] {
+	return &scope[T, O]{obj: obj, stored: obj.DeepCopyObject().(T), obs: obs, now: now, c: c}
+}
+
+// writeStatus writes obj's status when it differs from the stored one. Most kinds write only at
+// the end of the reconcile; a phase writes earlier only what must be stored before it acts (a
+// flush's claim of an attempt).
+func (s *scope[T, O]) writeStatus(ctx context.Context) error {
+	changed := client.MergeFrom(s.stored)
+	data, err := changed.Data(s.obj)
+	if err != nil {
+		return fmt.Errorf("computing the status patch of %s: %w", klog.KObj(s.obj), err)
+	}
+	if string(data) == "{}" {
+		return nil
+	}
+	patch := changed
+	if s.optimisticLock {
+		patch = client.MergeFromWithOptions(s.stored, client.MergeFromWithOptimisticLock{})
+	}
+	if err := s.c.Status().Patch(ctx, s.obj, patch); err != nil {
+		return fmt.Errorf("writing the status of %s: %w", klog.KObj(s.obj), err)
+	}
+	s.stored = s.obj.DeepCopyObject().(T)
+	return nil
+}
+
+// step is what a phase tells the reconcile.
+type step struct {
+	// stop: the phases after this one do not run this time.
+	stop bool
+	// after: look again after this long at the latest (0: when a watch says so).
+	after time.Duration
+}
+
+// proceed runs the next phase.
+var proceed = step{}
+
+// proceedWithin runs the next phase, and asks to look again within d.
+func proceedWithin(d time.Duration) step { return step{after: d} }
+
+// stopFor stops the phases here and asks to look again after d (0: when a watch says so).
+func stopFor(d time.Duration) step { return step{stop: true, after: d} }
+
+// phase is one step of a reconcile, named by what it does.
+type phase[S any] struct {
+	name string
+	run  func(ctx context.Context, s S) (step, error)
+}
+
+// runPhases runs phases in order until one stops them or fails, and returns the soonest time
+// to look again that any asked for.
+func runPhases[S any](ctx context.Context, s S, phases []phase[S]) (time.Duration, error) {
+	log := ctrl.LoggerFrom(ctx)
+	var after time.Duration
+	for _, p := range phases {
+		st, err := p.run(ctx, s)
+		if err != nil {
+			log.V(1).Info("A phase failed", "phase", p.name)
+			return 0, err
+		}
+		after = minPositive(after, st.after)
+		if st.stop {
+			log.V(1).Info("A phase stopped the reconcile", "phase", p.name, "requeueAfter", st.after)
+			return after, nil
+		}
+	}
+	return after, nil
+}
+
+// kindSteps is how one kind is reconciled.
+type kindSteps[T client.Object, O any] struct {
+	phases []phase[*scope[T, O]]
+	// status computes obj's new status from what was observed; failed is the error a phase
+	// stopped on, which the kind reports in a condition or not. Nil when the phases write the
+	// status themselves.
+	status func(s *scope[T, O], failed error)
+	// announce emits the Events of what changed between the stored status and the new one, before
+	// it is written. Optional.
+	announce func(s *scope[T, O])
+}
+
+// statusUnknownError is a phase's error after which the status cannot be computed: what it is
+// computed from was not observed. The stored status stays.
+type statusUnknownError struct{ err error }
+
+func (e statusUnknownError) Error() string { return e.err.Error() }
+func (e statusUnknownError) Unwrap() error { return e.err }
+
+// statusUnknown marks err as one after which the status stays as it is stored.
+func statusUnknown(err error) error { return statusUnknownError{err} }
+
+// run reconciles s: the phases, the status, one write. A phase's error is returned (to retry
+// with backoff), never logged here: the controller logs what Reconcile returns. A status that
+// another process changed meanwhile is looked at again in a second.
+func (k kindSteps[T, O]) run(ctx context.Context, s *scope[T, O]) (ctrl.Result, error) {
+	after, err := runPhases(ctx, s, k.phases)
+	if ctx.Err() != nil {
+		return ctrl.Result{}, nil // the manager is stopping: no verdict on anything
+	}
+	if errors.As(err, new(statusUnknownError)) {
+		return ctrl.Result{}, err
+	}
+	if k.status != nil {
+		k.status(s, err)
+	}
+	if k.announce != nil {
+		k.announce(s)
+	}
+	if werr := s.writeStatus(ctx); werr != nil {
+		if err == nil && apierrors.IsConflict(werr) {
+			ctrl.LoggerFrom(ctx).V(1).Info("The status changed meanwhile; looking again", "error", werr.Error())
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
+		return ctrl.Result{}, errors.Join(err, werr)
+	}
+	return ctrl.Result{RequeueAfter: after}, err
+}
+
+// conditions sets the conditions of one object: every condition it sets carries the object's
+// generation and keeps its transition time while its status holds.
+type conditions struct {
+	list       *[]metav1.Condition
+	generation int64
+	now        metav1.Time
+}
+
+// conditionsOf sets conditions in list for generation, at now.
+func conditionsOf(list *[]metav1.Condition, generation int64, now time.Time) conditions {
+	return conditions{list: list, generation: generation, now: metav1.NewTime(now)}
+}
+
+// set sets condition typ to true or false with its reason and message.
+func (c conditions) set(typ string, ok bool, reason, msg string) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(c.list, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: c.generation, LastTransitionTime: c.now})
+}
