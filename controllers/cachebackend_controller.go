@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -137,11 +139,13 @@ func (r *CacheBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 
 	// 3. Who uses which namespace.
-	usage, err := r.namespaceUsage(ctx, &cb)
+	st.Namespaces, st.NamespaceCount, err = r.namespaceUsage(ctx, &cb)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	st.Namespaces = usage
+	if msg := truncatedUsage(st); msg != "" && truncatedUsage(&cb.Status) == "" {
+		r.Recorder.Eventf(&cb, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonListTruncated, "ListNamespaces", "%s", msg)
+	}
 
 	// 4. One status write, only when something changed.
 	probeTimeOnly := cb.Status.DeepCopy()
@@ -501,36 +505,73 @@ func buildMasterService(cb *hicachev1alpha1.CacheBackend) *corev1.Service {
 
 // namespaceUsage lists the namespaces written to this backend's store, through any backend of it,
 // and by whom (see storeWriters).
-func (r *CacheBackendReconciler) namespaceUsage(ctx context.Context, cb *hicachev1alpha1.CacheBackend) ([]hicachev1alpha1.NamespaceUsage, error) {
+func (r *CacheBackendReconciler) namespaceUsage(ctx context.Context, cb *hicachev1alpha1.CacheBackend) ([]hicachev1alpha1.NamespaceUsage, int32, error) {
 	id := storeIDOf(cb)
 	if id == "" {
-		return nil, nil
+		return nil, 0, nil
 	}
 	writers, err := storeWriters(ctx, r.Client, id, "*")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	list, count := namespaceUsageOf(writers, cb.Namespace)
+	return list, count, nil
+}
+
+// namespaceUsageOf groups the writers of a store by the namespace they write, naming each
+// deployment relative to the backend's namespace from. The lists stay within the status's bounds
+// (the first namespaces and names in order); the counts say how many there are in all.
+func namespaceUsageOf(writers []hicachev1alpha1.HiCacheDeployment, from string) ([]hicachev1alpha1.NamespaceUsage, int32) {
 	by := map[string][]string{}
 	for i := range writers {
 		h := &writers[i]
-		by[h.Status.Cache.Namespace] = append(by[h.Status.Cache.Namespace], relativeName(h.Namespace+"/"+h.Name, cb.Namespace))
+		by[h.Status.Cache.Namespace] = append(by[h.Status.Cache.Namespace], relativeName(h.Namespace+"/"+h.Name, from))
+	}
+	if len(by) == 0 {
+		return nil, 0
 	}
 	out := make([]hicachev1alpha1.NamespaceUsage, 0, len(by))
 	for ns, names := range by {
 		sort.Strings(names)
-		if len(names) > 64 {
-			names = names[:64]
+		names = slices.Compact(names)
+		u := hicachev1alpha1.NamespaceUsage{Namespace: ns, Deployments: names, DeploymentCount: int32(len(names))}
+		if len(names) > hicachev1alpha1.MaxListedDeployments {
+			u.Deployments = names[:hicachev1alpha1.MaxListedDeployments]
 		}
-		out = append(out, hicachev1alpha1.NamespaceUsage{Namespace: ns, Deployments: names})
+		out = append(out, u)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Namespace < out[j].Namespace })
-	if len(out) > 256 {
-		out = out[:256]
+	count := int32(len(out))
+	if len(out) > hicachev1alpha1.MaxListedNamespaces {
+		out = out[:hicachev1alpha1.MaxListedNamespaces]
 	}
-	if len(out) == 0 {
-		return nil, nil
+	return out, count
+}
+
+// truncatedUsage says in words which of the namespace lists reached their bound ("" when none).
+func truncatedUsage(st *hicachev1alpha1.CacheBackendStatus) string {
+	var parts []string
+	if int(st.NamespaceCount) > len(st.Namespaces) {
+		parts = append(parts, fmt.Sprintf("%d namespaces are in use and status.namespaces lists the first %d (status.namespaceCount has them all)",
+			st.NamespaceCount, len(st.Namespaces)))
 	}
-	return out, nil
+	n, most := 0, ""
+	for _, u := range st.Namespaces {
+		if int(u.DeploymentCount) > len(u.Deployments) {
+			n++
+			if most == "" {
+				most = fmt.Sprintf("namespace %s is used by %d HiCacheDeployments", u.Namespace, u.DeploymentCount)
+			}
+		}
+	}
+	if n > 0 {
+		s := most
+		if n > 1 {
+			s += fmt.Sprintf(" (and %d more namespaces by more than %d)", n-1, hicachev1alpha1.MaxListedDeployments)
+		}
+		parts = append(parts, s+fmt.Sprintf("; status.namespaces[].deployments names the first %d (deploymentCount has them all)", hicachev1alpha1.MaxListedDeployments))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // SetupWithManager registers the controller.

@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -299,6 +301,108 @@ func TestBackendPlacement(t *testing.T) {
 			}
 			if diff := cmp.Diff(placement.Tolerations, got.Tolerations); diff != "" {
 				t.Errorf("tolerations (-spec.placement +pod):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNamespaceUsageOf(t *testing.T) {
+	writer := func(ns, name, l3 string) hicachev1alpha1.HiCacheDeployment {
+		return hicachev1alpha1.HiCacheDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Status: hicachev1alpha1.HiCacheDeploymentStatus{Cache: &hicachev1alpha1.CacheStatus{Namespace: l3, Backend: "mc"}}}
+	}
+	many := func(n int, l3 string) []hicachev1alpha1.HiCacheDeployment {
+		var out []hicachev1alpha1.HiCacheDeployment
+		for i := range n {
+			out = append(out, writer("default", fmt.Sprintf("d%03d", i), l3))
+		}
+		return out
+	}
+	names := func(n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("d%03d", i))
+		}
+		return out
+	}
+	cases := map[string]struct {
+		writers   []hicachev1alpha1.HiCacheDeployment
+		want      []hicachev1alpha1.NamespaceUsage
+		wantCount int32
+	}{
+		"none": {},
+		"names relative to the backend, sorted": {
+			writers: []hicachev1alpha1.HiCacheDeployment{writer("team-b", "q", "hc-b"), writer("default", "z", "hc-a"), writer("default", "a", "hc-a")},
+			want: []hicachev1alpha1.NamespaceUsage{
+				{Namespace: "hc-a", Deployments: []string{"a", "z"}, DeploymentCount: 2},
+				{Namespace: "hc-b", Deployments: []string{"team-b/q"}, DeploymentCount: 1},
+			},
+			wantCount: 2,
+		},
+		"64 users: all named": {
+			writers:   many(64, "hc-a"),
+			want:      []hicachev1alpha1.NamespaceUsage{{Namespace: "hc-a", Deployments: names(64), DeploymentCount: 64}},
+			wantCount: 1,
+		},
+		"65 users: 64 named, all counted": {
+			writers:   many(65, "hc-a"),
+			want:      []hicachev1alpha1.NamespaceUsage{{Namespace: "hc-a", Deployments: names(64), DeploymentCount: 65}},
+			wantCount: 1,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, count := namespaceUsageOf(tc.writers, "default")
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("usage (-want +got):\n%s", diff)
+			}
+			if count != tc.wantCount {
+				t.Errorf("namespaceCount %d, want %d", count, tc.wantCount)
+			}
+		})
+	}
+
+	// 300 namespaces: the first 256 listed, every one counted.
+	var writers []hicachev1alpha1.HiCacheDeployment
+	for i := range 300 {
+		writers = append(writers, writer("default", "d", fmt.Sprintf("hc-%03d", i)))
+	}
+	got, count := namespaceUsageOf(writers, "default")
+	if len(got) != hicachev1alpha1.MaxListedNamespaces || count != 300 || got[255].Namespace != "hc-255" {
+		t.Errorf("%d namespaces listed (last %s), %d counted; want 256 listed up to hc-255 and 300 counted", len(got), got[len(got)-1].Namespace, count)
+	}
+}
+
+func TestTruncatedUsage(t *testing.T) {
+	cases := map[string]struct {
+		st   hicachev1alpha1.CacheBackendStatus
+		want []string
+	}{
+		"nothing truncated": {
+			st: hicachev1alpha1.CacheBackendStatus{NamespaceCount: 1, Namespaces: []hicachev1alpha1.NamespaceUsage{{Namespace: "hc-a", Deployments: []string{"a"}, DeploymentCount: 1}}},
+		},
+		"a namespace with more users than named": {
+			st:   hicachev1alpha1.CacheBackendStatus{NamespaceCount: 1, Namespaces: []hicachev1alpha1.NamespaceUsage{{Namespace: "hc-a", Deployments: []string{"a"}, DeploymentCount: 65}}},
+			want: []string{"namespace hc-a is used by 65 HiCacheDeployments", "deploymentCount"},
+		},
+		"more namespaces than listed": {
+			st:   hicachev1alpha1.CacheBackendStatus{NamespaceCount: 300, Namespaces: make([]hicachev1alpha1.NamespaceUsage, 256)},
+			want: []string{"300 namespaces are in use", "first 256", "namespaceCount"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := truncatedUsage(&tc.st)
+			if len(tc.want) == 0 && got != "" {
+				t.Errorf("%q, want nothing", got)
+			}
+			if len(tc.want) > 0 && got == "" {
+				t.Error("nothing said, want the bound reported")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("%q does not say %q", got, w)
+				}
 			}
 		})
 	}

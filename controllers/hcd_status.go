@@ -267,13 +267,13 @@ func planStatus(res *resolve.Resolved) *hicachev1alpha1.PlanStatus {
 }
 
 // cacheStatus records the layout the current spec writes under and keeps the namespaces older
-// layouts left behind.
-func cacheStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicachev1alpha1.CacheStatus {
+// layouts left behind, the newest MaxStaleNamespaces of them; it returns those it dropped.
+func cacheStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) (*hicachev1alpha1.CacheStatus, []hicachev1alpha1.StaleNamespace) {
 	res := obs.resolved
 	old := hcd.Status.Cache
 	if fixedLayoutChange(hcd, res) {
 		// The running layout stays in status until its namespace was flushed.
-		return old.DeepCopy()
+		return old.DeepCopy(), nil
 	}
 	cs := &hicachev1alpha1.CacheStatus{LayoutHash: res.Fingerprint, ShortHash: res.ShortHash, Namespace: res.Namespace}
 	if hcd.Spec.Storage == nil {
@@ -282,8 +282,9 @@ func cacheStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicache
 		cs.Backend = hcd.Spec.Storage.BackendRef.Name
 	}
 	facts := res.FactList()
-	if len(facts) > 64 {
-		facts = facts[:64]
+	cs.FactCount = int32(len(facts))
+	if len(facts) > hicachev1alpha1.MaxListedFacts {
+		facts = facts[:hicachev1alpha1.MaxListedFacts]
 	}
 	for i := range facts {
 		facts[i] = truncate(facts[i], 256)
@@ -299,6 +300,7 @@ func cacheStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicache
 	if old != nil {
 		cs.StaleNamespaces = append(cs.StaleNamespaces, old.StaleNamespaces...)
 		cs.LastFlush = old.LastFlush
+		cs.DroppedStaleNamespaces = old.DroppedStaleNamespaces
 		oldBackend := old.Backend
 		if oldBackend == "" {
 			oldBackend = cs.Backend
@@ -314,13 +316,33 @@ func cacheStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicache
 	cs.StaleNamespaces = filterStale(cs.StaleNamespaces, func(s hicachev1alpha1.StaleNamespace) bool {
 		return s.Namespace != cs.Namespace || (s.Backend != "" && s.Backend != cs.Backend)
 	})
-	if len(cs.StaleNamespaces) > 32 {
-		cs.StaleNamespaces = cs.StaleNamespaces[len(cs.StaleNamespaces)-32:]
+	var dropped []hicachev1alpha1.StaleNamespace
+	if n := len(cs.StaleNamespaces) - hicachev1alpha1.MaxStaleNamespaces; n > 0 {
+		dropped = cs.StaleNamespaces[:n:n]
+		cs.StaleNamespaces = cs.StaleNamespaces[n:]
+		cs.DroppedStaleNamespaces += int32(n)
 	}
 	if len(cs.StaleNamespaces) == 0 {
 		cs.StaleNamespaces = nil
 	}
-	return cs
+	return cs, dropped
+}
+
+// droppedStaleMessage tells a person that a stale namespace is no longer tracked and how to
+// remove what it holds.
+func droppedStaleMessage(hcd *hicachev1alpha1.HiCacheDeployment, s hicachev1alpha1.StaleNamespace) string {
+	backend := s.Backend
+	if backend == "" && hcd.Spec.Storage != nil {
+		backend = hcd.Spec.Storage.BackendRef.Name
+	}
+	msg := fmt.Sprintf("Stale L3 namespace %s (layout %s) was dropped from status.cache.staleNamespaces, which holds the newest %d: "+
+		"the operator no longer flushes it", s.Namespace, s.LayoutHash, hicachev1alpha1.MaxStaleNamespaces)
+	if s.Flush != "" {
+		msg += fmt.Sprintf(" beyond CacheFlush %s, already requested", s.Flush)
+	} else {
+		msg += fmt.Sprintf("; remove what it holds with kubectl hicache flush %s --prefix %s -n %s once nothing uses it", backend, s.Namespace, hcd.Namespace)
+	}
+	return msg
 }
 
 func hasStale(list []hicachev1alpha1.StaleNamespace, ns, backend string) bool {

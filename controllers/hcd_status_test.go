@@ -56,7 +56,7 @@ func observation(t *testing.T, h *hicachev1alpha1.HiCacheDeployment, hash string
 	for _, g := range groups {
 		obs.groups[g.index] = g
 	}
-	obs.cache = cacheStatus(h, obs)
+	obs.cache, _ = cacheStatus(h, obs)
 	return obs
 }
 
@@ -432,7 +432,8 @@ func TestCacheStatus(t *testing.T) {
 	earlier := metav1.NewTime(t0.Add(-time.Hour))
 	flush := &hicachev1alpha1.FlushRecord{Name: "q-flush-hc-x", Namespace: "hc-x", Removed: 7}
 	current := func(r *resolve.Resolved) *hicachev1alpha1.CacheStatus {
-		return &hicachev1alpha1.CacheStatus{LayoutHash: r.Fingerprint, ShortHash: r.ShortHash, Namespace: r.Namespace, Backend: "mc", Facts: r.FactList(), Since: &t0}
+		return &hicachev1alpha1.CacheStatus{LayoutHash: r.Fingerprint, ShortHash: r.ShortHash, Namespace: r.Namespace, Backend: "mc",
+			Facts: r.FactList(), FactCount: int32(len(r.FactList())), Since: &t0}
 	}
 	cases := map[string]struct {
 		hcd  *hicachev1alpha1.HiCacheDeployment
@@ -520,7 +521,10 @@ func TestCacheStatus(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			before := tc.hcd.Status.DeepCopy()
 			obs := &observed{now: t0, resolved: mustResolve(t, tc.hcd)}
-			got := cacheStatus(tc.hcd, obs)
+			got, dropped := cacheStatus(tc.hcd, obs)
+			if len(dropped) != 0 {
+				t.Errorf("dropped %+v, want nothing dropped", dropped)
+			}
 			if diff := cmp.Diff(tc.want(), got); diff != "" {
 				t.Errorf("cache status (-want +got):\n%s", diff)
 			}
@@ -537,13 +541,65 @@ func TestCacheStatusKeepsTheNewest32Stale(t *testing.T) {
 	for i := range 32 {
 		stale = append(stale, hicachev1alpha1.StaleNamespace{Namespace: fmt.Sprintf("hc-%010d", i)})
 	}
-	h := makeHCD("q").TP(4).Storage("mc").Cache(&hicachev1alpha1.CacheStatus{Namespace: "hc-previous", StaleNamespaces: stale}).Obj()
-	got := cacheStatus(h, &observed{now: t0, resolved: r}).StaleNamespaces
+	h := makeHCD("q").TP(4).Storage("mc").Cache(&hicachev1alpha1.CacheStatus{Namespace: "hc-previous", StaleNamespaces: stale, DroppedStaleNamespaces: 2}).Obj()
+	cs, dropped := cacheStatus(h, &observed{now: t0, resolved: r})
+	got := cs.StaleNamespaces
 	if len(got) != 32 {
 		t.Fatalf("%d stale namespaces, want the API's maximum of 32", len(got))
 	}
 	if got[0].Namespace != "hc-0000000001" || got[31].Namespace != "hc-previous" {
 		t.Errorf("kept %s … %s; want the oldest dropped and the newest kept", got[0].Namespace, got[31].Namespace)
+	}
+	if len(dropped) != 1 || dropped[0].Namespace != "hc-0000000000" {
+		t.Errorf("dropped %+v, want the oldest, hc-0000000000", dropped)
+	}
+	if cs.DroppedStaleNamespaces != 3 {
+		t.Errorf("droppedStaleNamespaces %d, want the 2 dropped before and this one", cs.DroppedStaleNamespaces)
+	}
+	// A reconcile that changes nothing drops nothing more.
+	h.Status.Cache = cs
+	if again, dropped := cacheStatus(h, &observed{now: t0, resolved: r}); len(dropped) != 0 || again.DroppedStaleNamespaces != 3 {
+		t.Errorf("the next reconcile dropped %+v (count %d), want nothing more", dropped, again.DroppedStaleNamespaces)
+	}
+}
+
+func TestCacheStatusCountsEveryFact(t *testing.T) {
+	h := makeHCD("q").TP(4).Storage("mc").Obj()
+	r := mustResolve(t, h)
+	for i := range 70 {
+		r.Facts[fmt.Sprintf("zz.extra%02d", i)] = "x"
+	}
+	cs, _ := cacheStatus(h, &observed{now: t0, resolved: r})
+	if want := len(r.FactList()); int(cs.FactCount) != want || len(cs.Facts) != hicachev1alpha1.MaxListedFacts {
+		t.Errorf("%d facts listed, factCount %d; want %d listed and all %d counted", len(cs.Facts), cs.FactCount, hicachev1alpha1.MaxListedFacts, want)
+	}
+}
+
+func TestDroppedStaleMessage(t *testing.T) {
+	h := makeHCD("q").TP(4).Storage("mc").Obj()
+	h.Namespace = "team-a"
+	cases := map[string]struct {
+		s    hicachev1alpha1.StaleNamespace
+		want []string
+	}{
+		"no flush yet: how to remove it": {
+			s:    hicachev1alpha1.StaleNamespace{Namespace: "hc-0123456789", LayoutHash: "0123456789", Backend: "mc"},
+			want: []string{"hc-0123456789", "no longer flushes it", "kubectl hicache flush mc --prefix hc-0123456789 -n team-a"},
+		},
+		"a flush requested: it still runs": {
+			s:    hicachev1alpha1.StaleNamespace{Namespace: "hc-0123456789", LayoutHash: "0123456789", Backend: "mc", Flush: "q-flush"},
+			want: []string{"hc-0123456789", "CacheFlush q-flush, already requested"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			msg := droppedStaleMessage(h, tc.s)
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("%q does not say %q", msg, w)
+				}
+			}
+		})
 	}
 }
 

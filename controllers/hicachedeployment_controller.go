@@ -81,6 +81,8 @@ type observed struct {
 	// conflict is set while another deployment of the store writes the namespace under another
 	// layout: this one is held.
 	conflict *hicachev1alpha1.NamespaceConflict
+	// droppedStale are stale namespaces dropped from a full status.cache.staleNamespaces.
+	droppedStale []hicachev1alpha1.StaleNamespace
 	// takeover is what a deployment waits for before writing a namespace another layout wrote.
 	takeover *takeoverState
 	// recreateWait is how long until a failing group may be recreated again.
@@ -144,7 +146,7 @@ func (r *HiCacheDeploymentReconciler) observe(ctx context.Context, s *hcdScope) 
 		return stopFor(0), nil // nothing is created until the spec is fixed
 	}
 	obs.backend, obs.backendObj, obs.backendErr = r.backendEndpoints(ctx, hcd)
-	obs.cache = cacheStatus(hcd, obs)
+	obs.cache, obs.droppedStale = cacheStatus(hcd, obs)
 	return proceed, nil
 }
 
@@ -473,6 +475,9 @@ func (r *HiCacheDeploymentReconciler) emitEvents(s *hcdScope) {
 		if prev := hcd.Status.Cache; prev == nil || prev.Conflict == nil || prev.Conflict.Deployment != c.Deployment || prev.Conflict.Namespace != c.Namespace {
 			r.Recorder.Eventf(s.obj, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonNamespaceConflict, "Hold", "%s", conflictMessage(hcd, c))
 		}
+	}
+	for _, d := range obs.droppedStale {
+		r.Recorder.Eventf(s.obj, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonStaleNamespaceDropped, "TrackStaleNamespaces", "%s", droppedStaleMessage(hcd, d))
 	}
 	for _, g := range obs.rolling {
 		r.Recorder.Eventf(s.obj, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonRollingOut, "Roll",

@@ -145,7 +145,7 @@ func TestStaleNamespaceRemembersItsBackend(t *testing.T) {
 	h := makeHCD("q").TP(4).KVDType("fp8_e4m3").Storage("new-backend").Obj()
 	old := mustResolve(t, makeHCD("q").TP(4).Storage("old-backend").Obj())
 	h.Status.Cache = &hicachev1alpha1.CacheStatus{LayoutHash: old.Fingerprint, ShortHash: old.ShortHash, Namespace: old.Namespace, Backend: "old-backend"}
-	cs := cacheStatus(h, &observed{now: t0, resolved: mustResolve(t, h)})
+	cs, _ := cacheStatus(h, &observed{now: t0, resolved: mustResolve(t, h)})
 	if len(cs.StaleNamespaces) != 1 {
 		t.Fatalf("stale namespaces %+v", cs.StaleNamespaces)
 	}

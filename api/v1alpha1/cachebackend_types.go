@@ -172,6 +172,8 @@ const (
 	ReasonServiceReady      = "ServiceReady"
 	ReasonServiceNotReady   = "ServiceNotReady"
 	ReasonHealthy           = "Healthy"
+	// ReasonListTruncated: a status list reached its bound; the rest is counted, not listed.
+	ReasonListTruncated = "ListTruncated"
 )
 
 // CacheBackendStatus is the observed state of a CacheBackend.
@@ -232,13 +234,28 @@ type CacheBackendStatus struct {
 	// +optional
 	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
 
-	// namespaces are the key prefixes in use and the deployments that use each.
+	// namespaces are the key prefixes in use and the deployments that use each: at most 256 of
+	// them, in name order; namespaceCount says how many there are.
 	// +kubebuilder:validation:MaxItems=256
 	// +listType=map
 	// +listMapKey=namespace
 	// +optional
 	Namespaces []NamespaceUsage `json:"namespaces,omitempty"`
+
+	// namespaceCount is the number of key prefixes in use, also those beyond the 256 that
+	// namespaces lists.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	NamespaceCount int32 `json:"namespaceCount,omitempty"`
 }
+
+// Bounds of the CacheBackend's status lists: what lies beyond them is counted, not listed.
+const (
+	// MaxListedNamespaces bounds status.namespaces.
+	MaxListedNamespaces = 256
+	// MaxListedDeployments bounds status.namespaces[].deployments.
+	MaxListedDeployments = 64
+)
 
 // BackendEndpoints are the addresses of a store.
 type BackendEndpoints struct {
@@ -274,12 +291,18 @@ type NamespaceUsage struct {
 	Namespace string `json:"namespace"`
 
 	// deployments are the HiCacheDeployments that use it, through any backend of the store: a name
-	// alone in this namespace, namespace/name in another.
+	// alone in this namespace, namespace/name in another; at most 64 of them, in name order.
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=253
 	// +listType=set
 	// +optional
 	Deployments []string `json:"deployments,omitempty"`
+
+	// deploymentCount is the number of HiCacheDeployments that use it, also those beyond the 64
+	// that deployments names.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	DeploymentCount int32 `json:"deploymentCount,omitempty"`
 }
 
 // CacheBackend is a shared L3 store for HiCache: a Mooncake master the operator runs, or one that

@@ -522,6 +522,17 @@ const (
 	// ReasonNamespaceConflict: another deployment writes the namespace, on the same store, under
 	// another layout; this one is held (no serving group writes it) until that ends.
 	ReasonNamespaceConflict = "NamespaceConflict"
+	// ReasonStaleNamespaceDropped: status.cache.staleNamespaces was full and its oldest entry was
+	// dropped; that namespace is no longer flushed by the operator.
+	ReasonStaleNamespaceDropped = "StaleNamespaceDropped"
+)
+
+// Bounds of the HiCacheDeployment's status lists: what lies beyond them is counted, not listed.
+const (
+	// MaxListedFacts bounds status.cache.facts.
+	MaxListedFacts = 64
+	// MaxStaleNamespaces bounds status.cache.staleNamespaces.
+	MaxStaleNamespaces = 32
 )
 
 // StaleBlock is why the flush of a stale namespace waits.
@@ -615,19 +626,34 @@ type CacheStatus struct {
 	// +optional
 	Backend string `json:"backend,omitempty"`
 
-	// facts are the layout facts behind the fingerprint, "name=value".
+	// facts are the layout facts behind the fingerprint, "name=value": the first 64 in name
+	// order (kubectl hicache plan shows them all); factCount says how many there are.
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=256
 	// +listType=atomic
 	// +optional
 	Facts []string `json:"facts,omitempty"`
 
+	// factCount is the number of layout facts, also those beyond the 64 that facts lists.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	FactCount int32 `json:"factCount,omitempty"`
+
 	// staleNamespaces are namespaces written under an older layout (or on an older backend),
-	// awaiting a flush.
+	// awaiting a flush: at most 32, the newest. When a layout change would add a 33rd, the oldest
+	// is dropped from the list and counted in droppedStaleNamespaces.
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=atomic
 	// +optional
 	StaleNamespaces []StaleNamespace `json:"staleNamespaces,omitempty"`
+
+	// droppedStaleNamespaces is the number of stale namespaces dropped from staleNamespaces
+	// because it was full. The operator no longer flushes them (a flush already requested still
+	// runs): a StaleNamespaceDropped Event names each, and kubectl hicache flush --prefix removes
+	// what it holds.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	DroppedStaleNamespaces int32 `json:"droppedStaleNamespaces,omitempty"`
 
 	// lastFlush is the most recent flush of a namespace this deployment left behind.
 	// +optional

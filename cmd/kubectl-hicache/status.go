@@ -527,6 +527,11 @@ func writeLayout(w io.Writer, r *statusReport) {
 		}
 		_ = tw.Flush()
 	}
+	if c.DroppedStaleNamespaces > 0 {
+		fmt.Fprintf(w, "  %d older stale namespaces were dropped from this list (it holds %d) and are no longer flushed by the operator:\n"+
+			"  the StaleNamespaceDropped events name them; kubectl hicache flush BACKEND --prefix NAMESPACE removes what they hold\n",
+			c.DroppedStaleNamespaces, hicachev1alpha1.MaxStaleNamespaces)
+	}
 	if f := c.LastFlush; f != nil {
 		fmt.Fprintf(w, "\nLast flush: CacheFlush %s removed %d objects of namespace %s, completed %s\n",
 			f.Name, f.Removed, f.Namespace, timeString(f.CompletionTime))

@@ -46,8 +46,9 @@ func observe(t *testing.T, sampleName string) *observed {
 		Plan: &hicachev1alpha1.PlanStatus{Ranks: int32(len(r.Plan.Ranks)), Nodes: int32(r.Nodes), Writers: int32(r.Writers()), Summary: r.Plan.Summary()},
 		Cache: &hicachev1alpha1.CacheStatus{
 			LayoutHash: r.Fingerprint, ShortHash: r.ShortHash, Namespace: r.Namespace,
-			StaleNamespaces: []hicachev1alpha1.StaleNamespace{{Namespace: "hc-0123456789", LayoutHash: "0123456789", Since: at, BlockedBy: "still used by HiCacheDeployment other"}},
-			LastFlush:       &hicachev1alpha1.FlushRecord{Name: h.Name + "-flush-hc-aaaaaaaaaa", Namespace: "hc-aaaaaaaaaa", Removed: 96, CompletionTime: &at},
+			StaleNamespaces:        []hicachev1alpha1.StaleNamespace{{Namespace: "hc-0123456789", LayoutHash: "0123456789", Since: at, BlockedBy: "still used by HiCacheDeployment other"}},
+			DroppedStaleNamespaces: 2,
+			LastFlush:              &hicachev1alpha1.FlushRecord{Name: h.Name + "-flush-hc-aaaaaaaaaa", Namespace: "hc-aaaaaaaaaa", Removed: 96, CompletionTime: &at},
 		},
 	}
 	planJSON, err := json.Marshal(r.Plan)
@@ -271,6 +272,7 @@ func TestStatusText(t *testing.T) {
 		"                 deepseek-v4-0-1  gpu-1  no (Pending)  1          8-15   0",
 		"L3 duties of one serving group (writers: 1 of 16 ranks; ConfigMap deepseek-v4-hicache):",
 		"  hc-0123456789  0123456789  2026-11-29T12:00:00Z  -      still used by HiCacheDeployment other",
+		"  2 older stale namespaces were dropped from this list (it holds 32) and are no longer flushed by the operator:",
 		"Last flush: CacheFlush deepseek-v4-flush-hc-aaaaaaaaaa removed 96 objects of namespace hc-aaaaaaaaaa, completed 2026-11-29T12:00:00Z",
 		"  Ready:        True (Healthy) Mooncake master at 10.0.0.9:50051 is ready with 96 objects",
 		"  Objects:      96",
