@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -174,9 +175,18 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 		podLabels[LabelBackend] = spec.Storage.BackendRef.Name
 	}
 
+	model, err := buildModelParts(spec, image)
+	if err != nil {
+		return nil, err
+	}
 	env := []corev1.EnvVar{
 		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 		{Name: "NODE_RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + LabelPodIndex + "']"}}},
+	}
+	if !slices.ContainsFunc(spec.Template.Env, func(e corev1.EnvVar) bool { return e.Name == healthGenerationEnv }) {
+		// /health checks the server's state; /health_generate generates (rankProbes). A user's
+		// own setting wins.
+		env = append(env, corev1.EnvVar{Name: healthGenerationEnv, Value: "false"})
 	}
 	if mc != nil {
 		mEnv, err := sglang.Env(*mc)
@@ -214,22 +224,18 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 			{Name: "http", ContainerPort: SGLangPort, Protocol: corev1.ProtocolTCP},
 			{Name: "dist", ContainerPort: DistInitPort, Protocol: corev1.ProtocolTCP},
 		},
-		// Only the leader (node rank 0) serves HTTP; followers are ready once running.
-		ReadinessProbe: &corev1.Probe{
-			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c",
-				fmt.Sprintf(`[ "$NODE_RANK" != "0" ] || python3 -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:%d/health", timeout=3)'`, SGLangPort)}}},
-			PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 3,
-		},
-		VolumeMounts: []corev1.VolumeMount{
+		VolumeMounts: append([]corev1.VolumeMount{
 			{Name: "dshm", MountPath: "/dev/shm"},
 			{Name: "hicache", MountPath: configMountPath, ReadOnly: true},
-		},
+		}, model.mounts...),
 	}
-	volumes := []corev1.Volume{
+	budget, _ := resolve.StartupBudget(spec, r)
+	container.StartupProbe, container.ReadinessProbe, container.LivenessProbe = rankProbes(budget)
+	volumes := append([]corev1.Volume{
 		{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
 		{Name: "hicache", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: configMapName(hcd.Name)}}}},
-	}
+	}, model.volumes...)
 	if spec.Storage != nil && spec.Storage.Protocol == "rdma" {
 		container.SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"IPC_LOCK"}}}
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "infiniband", MountPath: "/dev/infiniband"})
@@ -238,6 +244,7 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 	}
 
 	podSpec := corev1.PodSpec{
+		InitContainers:     model.inits,
 		Containers:         []corev1.Container{container},
 		Volumes:            volumes,
 		NodeSelector:       spec.Template.NodeSelector,

@@ -106,26 +106,48 @@ type HiCacheDeploymentSpec struct {
 	// security says who may reach the servers' HTTP APIs.
 	// +optional
 	Security *ServingSecurity `json:"security,omitempty"`
+
+	// probes tunes the rank pods' startup, readiness and liveness probes.
+	// +optional
+	Probes ProbesSpec `json:"probes,omitempty"`
 }
 
-// ModelSpec names the model a deployment serves.
+// ModelSpec names the model a deployment serves and where its weights come from.
+// +kubebuilder:validation:XValidation:rule="has(self.path) != has(self.source)",message="spec.model: set exactly one of path (weights inside the image, or a hub id SGLang downloads itself) or source (a claim, a host path or a hub download the operator mounts; --model-path follows from it)"
+// +kubebuilder:validation:XValidation:rule="!has(self.source) || !has(self.source.hub) || has(self.revision)",message="spec.model.revision is required with a hub source: without it each pod downloads whatever the repository's main branch holds when it starts, and ranks could load different weights under one L3 namespace"
+// +kubebuilder:validation:XValidation:rule="!has(self.source) || has(self.source.hub) || has(self.servedName)",message="spec.model.servedName is required with a pvc or hostPath source: it names the model in the API and in every L3 key (the mount path would)"
 type ModelSpec struct {
-	// path is the model path or hub id passed to --model-path.
+	// path is the model path or hub id passed to --model-path as it is: for images that bake the
+	// weights in, or a hub id SGLang downloads itself. Set it or spec.model.source, not both:
+	// with a source, --model-path is where the source is mounted.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="self.size() == 0 || self.trim().size() > 0",message="spec.model.path is blank: set the model directory or hub id SGLang loads"
-	// +required
-	Path string `json:"path"`
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// source is where the rank pods get the weights: a PersistentVolumeClaim, a directory on
+	// every node, or a download from the Hugging Face hub at start. It is mounted read-only at
+	// /models and --model-path follows from it.
+	// +optional
+	Source *ModelSource `json:"source,omitempty"`
+
+	// weightsSize is the size of the checkpoint's files, e.g. 700Gi. The startup probe's budget
+	// follows it (spec.probes.startupSeconds).
+	// +optional
+	WeightsSize *resource.Quantity `json:"weightsSize,omitempty"`
 
 	// servedName is the name the API serves the model under (--served-model-name). It is also
-	// part of every L3 key. Defaults to path.
+	// part of every L3 key. Defaults to path, or to the repository of a hub source.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	ServedName string `json:"servedName,omitempty"`
 
 	// revision is the model's revision (a commit or tag). A change of revision changes the bytes
-	// behind every L3 key.
+	// behind every L3 key. With spec.model.path it is passed to --revision; with a hub source it
+	// is the revision downloaded; with a claim or a host path it records which revision they
+	// hold (SGLang loads a local directory as it is).
 	// +kubebuilder:validation:MaxLength=128
 	// +optional
 	Revision string `json:"revision,omitempty"`

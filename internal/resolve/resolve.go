@@ -100,6 +100,9 @@ func Resolve(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 			return nil, err
 		}
 	}
+	if _, err := Model(spec); err != nil {
+		return nil, err
+	}
 	settings, err := Settings(spec)
 	if err != nil {
 		return nil, err
@@ -300,8 +303,10 @@ func profileDraft(spec *hicachev1alpha1.HiCacheDeploymentSpec, alg hicachev1alph
 // Settings are the cache-relevant server settings of a spec.
 func Settings(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings, error) {
 	h := spec.HiCache
+	// The model's identity, not where it is mounted: a hub source is its repository.
+	model, _ := Model(spec)
 	s := cache.Settings{
-		ModelPath:       spec.Model.Path,
+		ModelPath:       model.Identity,
 		Revision:        spec.Model.Revision,
 		ServedModelName: ServedModelName(spec),
 		KVCacheDType:    string(h.KVCacheDType),
@@ -337,12 +342,19 @@ func Settings(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings, erro
 	return s, nil
 }
 
-// ServedModelName is the name the model is served under: spec.model.servedName, else its path.
+// ServedModelName is the name the model is served under: spec.model.servedName, else its path,
+// else the repository of its hub source.
 func ServedModelName(spec *hicachev1alpha1.HiCacheDeploymentSpec) string {
-	if spec.Model.ServedName != "" {
-		return spec.Model.ServedName
+	m := spec.Model
+	switch {
+	case m.ServedName != "":
+		return m.ServedName
+	case m.Path != "":
+		return m.Path
+	case m.Source != nil && m.Source.Hub != nil:
+		return m.Source.Hub.Repo
 	}
-	return spec.Model.Path
+	return ""
 }
 
 // Config is what the change classifier compares.
@@ -370,6 +382,19 @@ func (r *Resolved) Config(hcd *hicachev1alpha1.HiCacheDeployment) cache.Config {
 				}
 			}
 		}
+	}
+	// Where the weights come from is a layout fact through the model's identity only; how they
+	// get there (the token, the download volume) and the probes are neutral.
+	if src := hcd.Spec.Model.Source; src != nil {
+		b, _ := json.Marshal(src)
+		other["model source"] = string(b)
+	}
+	if hcd.Spec.Probes != (hicachev1alpha1.ProbesSpec{}) || hcd.Spec.Model.WeightsSize != nil {
+		b, _ := json.Marshal(struct {
+			Probes      hicachev1alpha1.ProbesSpec `json:"probes"`
+			WeightsSize any                        `json:"weightsSize,omitempty"`
+		}{hcd.Spec.Probes, hcd.Spec.Model.WeightsSize})
+		other["probes"] = string(b)
 	}
 	// The rest of the pod template changes no layout fact.
 	t := hcd.Spec.Template

@@ -27,10 +27,14 @@ type Backend struct {
 func ServerConfig(hcd *hicachev1alpha1.HiCacheDeployment, r *Resolved, be *Backend, distInitAddr string) (sglang.ServerConfig, *sglang.MooncakeConfig, error) {
 	spec := &hcd.Spec
 	t := spec.Topology
+	model, err := Model(spec)
+	if err != nil {
+		return sglang.ServerConfig{}, nil, err
+	}
 	cfg := sglang.ServerConfig{
-		ModelPath:         spec.Model.Path,
+		ModelPath:         model.Path,
 		ServedModelName:   ServedModelName(spec),
-		Revision:          spec.Model.Revision,
+		Revision:          model.Revision,
 		TP:                int(t.TensorParallel),
 		PP:                int(t.PipelineParallel),
 		EnableDPAttention: t.DPAttention,

@@ -161,6 +161,54 @@ func (b *HCDBuilder) Resources(cpu, memory string) *HCDBuilder {
 	return b
 }
 
+// Revision sets the model's revision.
+func (b *HCDBuilder) Revision(rev string) *HCDBuilder { b.h.Spec.Model.Revision = rev; return b }
+
+// FromClaim takes the weights from directory sub of claim (spec.model.source.pvc) instead of
+// spec.model.path; the served name stays what the path was, unless one is set.
+func (b *HCDBuilder) FromClaim(claim, sub string) *HCDBuilder {
+	b.source(&hicachev1alpha1.ModelSource{PVC: &hicachev1alpha1.ClaimModelSource{ClaimName: claim}, SubPath: sub})
+	return b
+}
+
+// FromHostPath takes the weights from a directory on every node (spec.model.source.hostPath).
+func (b *HCDBuilder) FromHostPath(dir, sub string) *HCDBuilder {
+	b.source(&hicachev1alpha1.ModelSource{HostPath: &hicachev1alpha1.HostPathModelSource{Path: dir}, SubPath: sub})
+	return b
+}
+
+// FromHub downloads the weights of repo at revision rev at start (spec.model.source.hub), with
+// the token in key of Secret secret ("" for none).
+func (b *HCDBuilder) FromHub(repo, rev, secret, key string) *HCDBuilder {
+	hub := &hicachev1alpha1.HubModelSource{Repo: repo}
+	if secret != "" {
+		hub.TokenSecretRef = &hicachev1alpha1.SecretKeyRef{Name: secret, Key: key}
+	}
+	b.source(&hicachev1alpha1.ModelSource{Hub: hub})
+	b.h.Spec.Model.Revision = rev
+	return b
+}
+
+func (b *HCDBuilder) source(src *hicachev1alpha1.ModelSource) {
+	m := &b.h.Spec.Model
+	if m.ServedName == "" && src.Hub == nil {
+		m.ServedName = m.Path
+	}
+	m.Path, m.Source = "", src
+}
+
+// WeightsSize sets the checkpoint's size.
+func (b *HCDBuilder) WeightsSize(q string) *HCDBuilder {
+	b.h.Spec.Model.WeightsSize = ptr.To(resource.MustParse(q))
+	return b
+}
+
+// StartupSeconds sets the startup budget.
+func (b *HCDBuilder) StartupSeconds(s int32) *HCDBuilder {
+	b.h.Spec.Probes.StartupSeconds = s
+	return b
+}
+
 // Cache sets the status' cache record, as an earlier reconcile wrote it.
 func (b *HCDBuilder) Cache(cs *hicachev1alpha1.CacheStatus) *HCDBuilder {
 	b.h.Status.Cache = cs
