@@ -12,12 +12,12 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -69,18 +69,6 @@ func (r *CacheFlushReconciler) givenBackOf(cf *hicachev1alpha1.CacheFlush) *give
 	return nil
 }
 
-// storeGiveBack writes the flush with its claim given back; a refused write leaves the claim to
-// be given back again by the next look.
-func (r *CacheFlushReconciler) storeGiveBack(ctx context.Context, w *flushStatusWriter) (ctrl.Result, error) {
-	if err := w.write(ctx); err != nil {
-		if apierrors.IsConflict(err) {
-			return ctrl.Result{RequeueAfter: time.Second}, nil
-		}
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{RequeueAfter: time.Second + time.Duration(rand.Int64N(int64(2*time.Second)))}, nil //nolint:gosec // a jitter, not a secret
-}
-
 // lockBackend takes the backend's lock if it is free.
 func (r *CacheFlushReconciler) lockBackend(cf *hicachev1alpha1.CacheFlush) (unlock func(), ok bool) {
 	m, _ := r.running.LoadOrStore(cf.Namespace+"/"+cf.Spec.BackendRef.Name, &sync.Mutex{})
@@ -120,25 +108,28 @@ func finished(cf *hicachev1alpha1.CacheFlush) bool {
 	return false
 }
 
-// flushStatusWriter writes a flush's status with its resourceVersion: a write over a status
-// that changed meanwhile (another process claimed or recorded the flush) is refused.
-type flushStatusWriter struct {
-	c    client.Client
-	cf   *hicachev1alpha1.CacheFlush
-	base *hicachev1alpha1.CacheFlush
+// flushObs is what one reconcile of a CacheFlush observed and did.
+type flushObs struct {
+	policy flushPolicy
+	// plan is the step planFlush chose.
+	plan flushPlan
+	// backend and ep are the flush's CacheBackend and its endpoints, once read.
+	backend *hicachev1alpha1.CacheBackend
+	ep      hicachev1alpha1.BackendEndpoints
+	// attempt bounds a started attempt by its deadline, from counting the scope to its result;
+	// cancel releases it.
+	attempt context.Context
+	cancel  context.CancelFunc
+	// keysBefore is what the scope held right before the attempt (nil: not counted).
+	keysBefore *int64
+	// started is the Event of the attempt's start, emitted once its claim stands.
+	started flushEvent
+	// out is what the attempt did, once it ran.
+	out attemptOutcome
 }
 
-// write stores the status if it changed.
-func (w *flushStatusWriter) write(ctx context.Context) error {
-	if equality.Semantic.DeepEqual(w.base.Status, w.cf.Status) {
-		return nil
-	}
-	if err := w.c.Status().Patch(ctx, w.cf, client.MergeFromWithOptions(w.base, client.MergeFromWithOptimisticLock{})); err != nil {
-		return err
-	}
-	w.base = w.cf.DeepCopy()
-	return nil
-}
+// flushScope is one reconcile of a CacheFlush.
+type flushScope = scope[*hicachev1alpha1.CacheFlush, *flushObs]
 
 // Reconcile takes one step of a CacheFlush: the one planFlush names.
 func (r *CacheFlushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -162,17 +153,108 @@ func (r *CacheFlushReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 	}
 	defer unlock()
-	w := &flushStatusWriter{c: r.Client, cf: &cf, base: cf.DeepCopy()}
+	// Every status write carries the resourceVersion it read: a write over a status another
+	// process changed meanwhile (it claimed or recorded the flush) is refused.
+	s := newScope(r.Client, &cf, &flushObs{policy: r.policy()}, r.Clock.Now())
+	s.optimisticLock = true
+	defer s.obs.release()
 	cf.Status.ObservedGeneration = cf.Generation
-	result, err := r.run(ctx, w)
-	if perr := w.write(ctx); perr != nil {
-		if apierrors.IsConflict(perr) && err == nil {
-			// Someone else wrote the flush meanwhile: look again at what it says now.
-			return ctrl.Result{RequeueAfter: time.Second}, nil
-		}
-		return ctrl.Result{}, errors.Join(err, perr)
+	// The planner's functions write the status as they decide; the skeleton stores it once at
+	// the end, and the claim and the record of an attempt are stored by their phases first.
+	return kindSteps[*hicachev1alpha1.CacheFlush, *flushObs]{
+		phases: []phase[*flushScope]{
+			{"plan", r.plan},
+			{"take the step", r.takeStep},
+		},
+	}.run(ctx, s)
+}
+
+// release ends the attempt's deadline.
+func (o *flushObs) release() {
+	if o.cancel != nil {
+		o.cancel()
 	}
-	return result, err
+}
+
+// plan observes the flush's attempt Jobs and the other flushes of its backend, and plans the next
+// step.
+func (r *CacheFlushReconciler) plan(ctx context.Context, s *flushScope) (step, error) {
+	cf := s.obj
+	jobs, err := r.attemptJobs(ctx, cf)
+	if err != nil {
+		return proceed, err
+	}
+	var others hicachev1alpha1.CacheFlushList
+	if err := r.List(ctx, &others, client.InNamespace(cf.Namespace), client.MatchingFields{flushBackendIndex: cf.Spec.BackendRef.Name}); err != nil {
+		return proceed, fmt.Errorf("listing the flushes of CacheBackend %s: %w", cf.Spec.BackendRef.Name, err)
+	}
+	s.obs.plan = planFlush(flushObservation{
+		Status: &cf.Status, Finished: finished(cf), Identity: r.Options.Identity, Now: s.now,
+		Jobs: jobs, Turn: turnOf(cf.Name, others.Items, s.now), Policy: s.obs.policy, GivenBack: r.givenBackOf(cf),
+	})
+	return proceed, nil
+}
+
+// takeStep takes the planned step: a wait, a give-up or a give-back here, the phases of an
+// attempt (start, poll, recover) in their own list.
+func (r *CacheFlushReconciler) takeStep(ctx context.Context, s *flushScope) (step, error) {
+	cf, plan := s.obj, s.obs.plan
+	set := conditionsOf(&cf.Status.Conditions, cf.Generation, s.now).set
+	switch plan.Step {
+	case stepDone:
+		return stopFor(0), nil
+	case stepWaitClaim:
+		set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonClaimedElsewhere,
+			fmt.Sprintf("Attempt %d is run by %s; its claim lapses at %s", plan.Attempt, plan.Holder, plan.Until.UTC().Format(time.RFC3339)))
+		return stopFor(r.until(plan.Until)), nil
+	case stepWaitTurn:
+		set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForTurn,
+			fmt.Sprintf("Waiting for CacheFlush %s of the same backend to finish", plan.Holder))
+		return stopFor(r.until(plan.Until)), nil // the other flush's changes wake this one sooner
+	case stepWaitJob:
+		return stopFor(flushWaitInterval), nil
+	case stepBackoff:
+		return stopFor(r.until(plan.Until)), nil
+	case stepGiveUp:
+		reason, msg := "", ""
+		if c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
+			reason, msg = c.Reason, c.Message
+		}
+		r.event(cf, giveUp(cf, s.obs.policy, reason, msg, s.now))
+		return stopFor(0), nil
+	case stepGiveBack:
+		giveBack(cf, &r.givenBackOf(cf).Before, "", s.now)
+		return stopFor(giveBackWait()), nil
+	}
+	after, err := runPhases(ctx, s, r.attemptPhases(cf, plan.Step))
+	return stopFor(after), err
+}
+
+// attemptPhases are the phases of an attempt: starting it (the backend and where it answers;
+// safety; what the scope holds; the claim; execute; verify and record), checking on its Job, or
+// accounting for one whose process stopped.
+func (r *CacheFlushReconciler) attemptPhases(cf *hicachev1alpha1.CacheFlush, st flushStep) []phase[*flushScope] {
+	readBackend := phase[*flushScope]{"read the backend", r.readBackend}
+	execute := phase[*flushScope]{"execute the attempt", r.executeAttempt}
+	record := phase[*flushScope]{"verify and record the attempt", r.verifyAndRecord}
+	switch st {
+	case stepPoll:
+		return []phase[*flushScope]{readBackend, execute, record}
+	case stepRecover:
+		recover := phase[*flushScope]{"recover the interrupted attempt", r.recoverAttempt}
+		if !countable(cf) {
+			return []phase[*flushScope]{recover}
+		}
+		return []phase[*flushScope]{readBackend, recover}
+	}
+	return []phase[*flushScope]{
+		readBackend,
+		{"check that nothing uses the scope", r.checkInUse},
+		{"count the scope", r.countBefore},
+		{"claim the attempt", r.claim},
+		execute,
+		record,
+	}
 }
 
 func (r *CacheFlushReconciler) policy() flushPolicy { return r.Options.flushPolicy() }
@@ -183,82 +265,42 @@ func (r *CacheFlushReconciler) event(cf *hicachev1alpha1.CacheFlush, ev flushEve
 	}
 }
 
-// requeueAt looks again at t, or after flushWaitInterval if t has passed.
-func (r *CacheFlushReconciler) requeueAt(t time.Time) ctrl.Result {
+// until is how long until t, or a second if t has passed.
+func (r *CacheFlushReconciler) until(t time.Time) time.Duration {
 	d := t.Sub(r.Clock.Now())
 	if d <= 0 {
 		d = time.Second
 	}
-	return ctrl.Result{RequeueAfter: d}
+	return d
 }
 
-// run observes the flush, plans its next step and takes it.
-func (r *CacheFlushReconciler) run(ctx context.Context, w *flushStatusWriter) (ctrl.Result, error) {
-	cf := w.cf
-	now := r.Clock.Now()
-	jobs, err := r.attemptJobs(ctx, cf)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	var others hicachev1alpha1.CacheFlushList
-	if err := r.List(ctx, &others, client.InNamespace(cf.Namespace), client.MatchingFields{flushBackendIndex: cf.Spec.BackendRef.Name}); err != nil {
-		return ctrl.Result{}, err
-	}
-	p := r.policy()
-	plan := planFlush(flushObservation{
-		Status: &cf.Status, Finished: finished(cf), Identity: r.Options.Identity, Now: now,
-		Jobs: jobs, Turn: turnOf(cf.Name, others.Items, now), Policy: p, GivenBack: r.givenBackOf(cf),
-	})
-	switch plan.Step {
-	case stepDone:
-		return ctrl.Result{}, nil
-	case stepWaitClaim:
-		setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonClaimedElsewhere,
-			fmt.Sprintf("Attempt %d is run by %s; its claim lapses at %s", plan.Attempt, plan.Holder, plan.Until.UTC().Format(time.RFC3339)), now)
-		return r.requeueAt(plan.Until), nil
-	case stepWaitTurn:
-		setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForTurn,
-			fmt.Sprintf("Waiting for CacheFlush %s of the same backend to finish", plan.Holder), now)
-		return r.requeueAt(plan.Until), nil // the other flush's changes wake this one sooner
-	case stepWaitJob:
-		return ctrl.Result{RequeueAfter: flushWaitInterval}, nil
-	case stepBackoff:
-		return r.requeueAt(plan.Until), nil
-	case stepGiveUp:
-		reason, msg := "", ""
-		if c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
-			reason, msg = c.Reason, c.Message
-		}
-		r.event(cf, giveUp(cf, p, reason, msg, now))
-		return ctrl.Result{}, nil
-	case stepGiveBack:
-		giveBack(cf, &r.givenBackOf(cf).Before, "", now)
-		return r.storeGiveBack(ctx, w)
-	case stepRecover:
-		return r.recover(ctx, w, plan.Attempt)
-	case stepPoll:
-		return r.poll(ctx, w, plan.Attempt)
-	}
-	return r.start(ctx, w, plan.Attempt)
+// giveBackWait is when a flush that gave its claim back looks again: one to three seconds, so
+// that two processes that gave back at once do not claim at once again.
+func giveBackWait() time.Duration {
+	return time.Second + time.Duration(rand.Int64N(int64(2*time.Second))) //nolint:gosec // a jitter, not a secret
 }
 
-// backend reads the flush's CacheBackend and its endpoints; nil when the flush must wait for them.
-func (r *CacheFlushReconciler) backend(ctx context.Context, cf *hicachev1alpha1.CacheFlush, now time.Time) (*hicachev1alpha1.CacheBackend, error) {
+// readBackend reads the flush's CacheBackend and its endpoints; the attempt waits while it has
+// none.
+func (r *CacheFlushReconciler) readBackend(ctx context.Context, s *flushScope) (step, error) {
+	cf := s.obj
+	set := conditionsOf(&cf.Status.Conditions, cf.Generation, s.now).set
 	var cb hicachev1alpha1.CacheBackend
 	if err := r.Get(ctx, client.ObjectKey{Namespace: cf.Namespace, Name: cf.Spec.BackendRef.Name}, &cb); err != nil {
 		if apierrors.IsNotFound(err) {
-			setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForBackend,
-				fmt.Sprintf("CacheBackend %q does not exist", cf.Spec.BackendRef.Name), now)
-			return nil, nil
+			set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForBackend,
+				fmt.Sprintf("CacheBackend %q does not exist", cf.Spec.BackendRef.Name))
+			return stopFor(flushWaitInterval), nil
 		}
-		return nil, err
+		return proceed, fmt.Errorf("reading CacheBackend %s: %w", cf.Spec.BackendRef.Name, err)
 	}
 	if ep := cb.Status.Endpoints; ep == nil || ep.AdminURL == "" {
-		setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForBackend,
-			fmt.Sprintf("CacheBackend %q has no endpoints yet", cb.Name), now)
-		return nil, nil
+		set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForBackend,
+			fmt.Sprintf("CacheBackend %q has no endpoints yet", cb.Name))
+		return stopFor(flushWaitInterval), nil
 	}
-	return &cb, nil
+	s.obs.backend, s.obs.ep = &cb, *cb.Status.Endpoints
+	return proceed, nil
 }
 
 // countable tells whether the scope's objects can be counted (a tenant's cannot).
@@ -266,85 +308,79 @@ func countable(cf *hicachev1alpha1.CacheFlush) bool {
 	return cf.Spec.Scope != hicachev1alpha1.FlushScopeTenant
 }
 
-// start runs the flush's phases for attempt n: the backend and where it answers; safety; count
-// what the scope holds; claim; execute; verify; record.
-func (r *CacheFlushReconciler) start(ctx context.Context, w *flushStatusWriter, n int32) (ctrl.Result, error) {
-	cf := w.cf
-	now := r.Clock.Now()
-	p := r.policy()
-
-	// 2. The backend and where it answers.
-	cb, err := r.backend(ctx, cf, now)
-	if err != nil || cb == nil {
-		return ctrl.Result{RequeueAfter: flushWaitInterval}, err
+// countBefore starts the attempt's deadline and counts what the scope holds right before the
+// attempt: the claim keeps it, so that whoever records the attempt knows what it removed even if
+// its process stops.
+func (r *CacheFlushReconciler) countBefore(ctx context.Context, s *flushScope) (step, error) {
+	cf, p, n := s.obj, s.obs.policy, s.obs.plan.Attempt
+	s.obs.attempt, s.obs.cancel = context.WithTimeout(ctx, p.AttemptTimeout)
+	if !countable(cf) {
+		return proceed, nil
 	}
-	ep := *cb.Status.Endpoints
-
-	// 3. Safety, checked right before executing: nothing may still use what the flush removes.
-	if held, err := r.checkInUse(ctx, cf, cb, now); err != nil {
-		return ctrl.Result{}, err
-	} else if held {
-		return ctrl.Result{RequeueAfter: flushWaitInterval}, nil
+	k, err := r.Admin.CountKeys(s.obs.attempt, s.obs.ep.AdminURL, scopePrefix(cf))
+	if err != nil {
+		cf.Status.Attempts = n
+		r.event(cf, failAttempt(cf, p, n, hicachev1alpha1.ReasonBackendUnreachable,
+			fmt.Sprintf("Attempt %d failed: counting the objects of the %s before flushing: %v", n, describeScope(cf), attemptErr(s.obs.attempt, err, p)), s.now))
+		return stopFor(r.until(r.Clock.Now().Add(p.backoff(n)))), nil
 	}
+	s.obs.keysBefore = &k
+	return proceed, nil
+}
 
-	// 4. What the scope holds right before the attempt: the claim keeps it, so that whoever
-	// records the attempt knows what it removed even if its process stops.
-	actx, cancel := context.WithTimeout(ctx, p.AttemptTimeout)
-	defer cancel()
-	var before *int64
-	if countable(cf) {
-		k, err := r.Admin.CountKeys(actx, ep.AdminURL, scopePrefix(cf))
-		if err != nil {
-			cf.Status.Attempts = n
-			r.event(cf, failAttempt(cf, p, n, hicachev1alpha1.ReasonBackendUnreachable,
-				fmt.Sprintf("Attempt %d failed: counting the objects of the %s before flushing: %v", n, describeScope(cf), attemptErr(actx, err, p)), now))
-			return r.requeueAt(r.Clock.Now().Add(p.backoff(n))), nil
-		}
-		before = &k
-	}
-
-	// 5. Claim, with the resourceVersion: a conflict means another process claimed it.
+// claim stores the claim of the attempt, with the resourceVersion: a conflict means another
+// process claimed it. One flush of a backend runs at a time, across processes too: another
+// process may have claimed another flush of this backend at the same moment. Both claims are
+// stored before either reads the other, so at least one of the two sees the other and gives its
+// claim back. A claim given back is remembered until its give-back is stored: this process's
+// claim of an attempt that never ran must not be taken for an interrupted one (counted, or its
+// Job created) by the next look.
+func (r *CacheFlushReconciler) claim(ctx context.Context, s *flushScope) (step, error) {
+	cf, n := s.obj, s.obs.plan.Attempt
 	unclaimed := cf.Status.DeepCopy()
-	started := startAttempt(cf, p, r.Options.Identity, r.method(cf), n, before, now)
-	if err := w.write(ctx); err != nil {
+	s.obs.started = startAttempt(cf, s.obs.policy, r.Options.Identity, r.method(cf), n, s.obs.keysBefore, s.now)
+	if err := s.writeStatus(ctx); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{RequeueAfter: time.Second}, nil
+			return stopFor(time.Second), nil
 		}
-		return ctrl.Result{}, err
+		return proceed, fmt.Errorf("claiming attempt %d: %w", n, err)
 	}
-	// One flush of a backend at a time, across processes too: another process may have claimed
-	// another flush of this backend at the same moment. Both claims are stored before either
-	// reads the other, so at least one of the two sees the other and gives its claim back.
-	// A claim given back is remembered until its give-back is stored: this process's claim of an
-	// attempt that never ran must not be taken for an interrupted one (counted, or its Job
-	// created) by the next look.
-	r.givenBack.Delete(client.ObjectKeyFromObject(cf)) // the claim given back earlier is gone
-	if other, err := r.claimedElsewhere(ctx, cf, now); err != nil || other != "" {
-		r.givenBack.Store(client.ObjectKeyFromObject(cf), givenBack{UID: cf.UID,
+	key := client.ObjectKeyFromObject(cf)
+	r.givenBack.Delete(key) // the claim given back earlier is gone
+	other, err := r.claimedElsewhere(ctx, cf, s.now)
+	if err != nil || other != "" {
+		r.givenBack.Store(key, givenBack{UID: cf.UID,
 			Claim: &givenBackClaim{Claim: *cf.Status.Claim.DeepCopy(), Before: *unclaimed}})
 		if err != nil {
-			return ctrl.Result{}, err // the next look gives the claim back
+			return proceed, err // the next look gives the claim back
 		}
-		giveBack(cf, unclaimed, other, now)
-		return r.storeGiveBack(ctx, w)
+		giveBack(cf, unclaimed, other, s.now)
+		return stopFor(giveBackWait()), nil
 	}
+	r.event(cf, s.obs.started)
+	return proceed, nil
+}
 
-	// 6. Execute.
-	r.event(cf, started)
-	out, done := r.execute(actx, cf, cb, ep, n)
-	if !done {
-		return ctrl.Result{RequeueAfter: flushWaitInterval}, nil // the Job's changes wake it sooner
+// executeAttempt runs the attempt, or checks on its Job; the phases after it wait while the Job
+// runs (its changes wake the flush sooner).
+func (r *CacheFlushReconciler) executeAttempt(ctx context.Context, s *flushScope) (step, error) {
+	if s.obs.attempt != nil {
+		ctx = s.obs.attempt
 	}
-	return r.verifyAndRecord(ctx, w, n, ep, out)
+	out, done := r.execute(ctx, s.obj, s.obs.backend, s.obs.ep, s.obs.plan.Attempt)
+	if !done {
+		return stopFor(flushWaitInterval), nil
+	}
+	s.obs.out = out
+	return proceed, nil
 }
 
 // verifyAndRecord counts what is left of the scope after an attempt that ran, and records the
-// attempt.
-func (r *CacheFlushReconciler) verifyAndRecord(ctx context.Context, w *flushStatusWriter, n int32, ep hicachev1alpha1.BackendEndpoints, out attemptOutcome) (ctrl.Result, error) {
-	cf := w.cf
-	p := r.policy()
+// attempt; the Jobs of recorded attempts go once the record is stored.
+func (r *CacheFlushReconciler) verifyAndRecord(ctx context.Context, s *flushScope) (step, error) {
+	cf, p, n, out := s.obj, s.obs.policy, s.obs.plan.Attempt, s.obs.out
 	if out.Err == nil && countable(cf) {
-		left, err := r.Admin.CountKeys(ctx, ep.AdminURL, scopePrefix(cf))
+		left, err := r.Admin.CountKeys(ctx, s.obs.ep.AdminURL, scopePrefix(cf))
 		if err != nil {
 			out.Err, out.Reason = fmt.Errorf("the flush ran (%d objects removed) but what is left could not be counted: %w", out.Removed, err), hicachev1alpha1.ReasonBackendUnreachable
 		} else {
@@ -352,59 +388,38 @@ func (r *CacheFlushReconciler) verifyAndRecord(ctx context.Context, w *flushStat
 		}
 	}
 	force := cf.Spec.Force == nil || *cf.Spec.Force
-	now := r.Clock.Now()
-	r.event(cf, recordAttempt(cf, p, n, out, force, now))
-	if err := w.write(ctx); err != nil {
-		return ctrl.Result{}, err
+	r.event(cf, recordAttempt(cf, p, n, out, force, r.Clock.Now()))
+	if err := s.writeStatus(ctx); err != nil {
+		return proceed, fmt.Errorf("recording attempt %d: %w", n, err)
 	}
 	if err := r.cleanupJobs(ctx, cf); err != nil {
-		return ctrl.Result{}, err
+		return proceed, err
 	}
 	if cf.Status.NextAttemptTime != nil {
-		return r.requeueAt(cf.Status.NextAttemptTime.Time), nil
+		return stopFor(r.until(cf.Status.NextAttemptTime.Time)), nil
 	}
-	return ctrl.Result{}, nil
+	return stopFor(0), nil
 }
 
-// poll checks on the Job of attempt n, creating it if it is missing, and records the attempt
-// when the Job ended.
-func (r *CacheFlushReconciler) poll(ctx context.Context, w *flushStatusWriter, n int32) (ctrl.Result, error) {
-	cf := w.cf
-	cb, err := r.backend(ctx, cf, r.Clock.Now())
-	if err != nil || cb == nil {
-		return ctrl.Result{RequeueAfter: flushWaitInterval}, err
-	}
-	ep := *cb.Status.Endpoints
-	out, done := r.execute(ctx, cf, cb, ep, n)
-	if !done {
-		return ctrl.Result{RequeueAfter: flushWaitInterval}, nil
-	}
-	return r.verifyAndRecord(ctx, w, n, ep, out)
-}
-
-// recover accounts for attempt n, whose process stopped before recording it.
-func (r *CacheFlushReconciler) recover(ctx context.Context, w *flushStatusWriter, n int32) (ctrl.Result, error) {
-	cf := w.cf
+// recoverAttempt accounts for an attempt whose process stopped before recording it.
+func (r *CacheFlushReconciler) recoverAttempt(ctx context.Context, s *flushScope) (step, error) {
+	cf, n := s.obj, s.obs.plan.Attempt
 	var keysNow *int64
 	if countable(cf) {
-		cb, err := r.backend(ctx, cf, r.Clock.Now())
-		if err != nil || cb == nil {
-			return ctrl.Result{RequeueAfter: flushWaitInterval}, err
-		}
-		k, err := r.Admin.CountKeys(ctx, cb.Status.Endpoints.AdminURL, scopePrefix(cf))
+		k, err := r.Admin.CountKeys(ctx, s.obs.ep.AdminURL, scopePrefix(cf))
 		if err != nil {
-			return ctrl.Result{}, fmt.Errorf("counting the objects of the %s left by interrupted attempt %d: %w", describeScope(cf), n, err)
+			return proceed, fmt.Errorf("counting the objects of the %s left by interrupted attempt %d: %w", describeScope(cf), n, err)
 		}
 		keysNow = &k
 	}
 	// The Event follows the stored record: a refused write (a view of the flush already out of
 	// date) recovered nothing.
-	ev := recoverAttempt(cf, r.policy(), n, keysNow, r.Clock.Now())
-	if err := w.write(ctx); err != nil {
-		return ctrl.Result{}, err
+	ev := recoverAttempt(cf, s.obs.policy, n, keysNow, r.Clock.Now())
+	if err := s.writeStatus(ctx); err != nil {
+		return proceed, fmt.Errorf("recording interrupted attempt %d: %w", n, err)
 	}
 	r.event(cf, ev)
-	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	return stopFor(time.Millisecond), nil
 }
 
 // claimedElsewhere names another flush of the same backend with an attempt under way, as the
@@ -412,7 +427,7 @@ func (r *CacheFlushReconciler) recover(ctx context.Context, w *flushStatusWriter
 func (r *CacheFlushReconciler) claimedElsewhere(ctx context.Context, cf *hicachev1alpha1.CacheFlush, now time.Time) (string, error) {
 	var list hicachev1alpha1.CacheFlushList
 	if err := r.APIReader.List(ctx, &list, client.InNamespace(cf.Namespace)); err != nil {
-		return "", err
+		return "", fmt.Errorf("reading the claims of the other flushes of CacheBackend %s: %w", cf.Spec.BackendRef.Name, err)
 	}
 	same := list.Items[:0]
 	for _, o := range list.Items {
@@ -494,7 +509,7 @@ func (r *CacheFlushReconciler) execute(ctx context.Context, cf *hicachev1alpha1.
 func (r *CacheFlushReconciler) attemptJobs(ctx context.Context, cf *hicachev1alpha1.CacheFlush) ([]attemptJob, error) {
 	var list batchv1.JobList
 	if err := r.List(ctx, &list, client.InNamespace(cf.Namespace), client.MatchingLabels{"app.kubernetes.io/name": "mooncake-flush"}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("listing the flush Jobs: %w", err)
 	}
 	var jobs []attemptJob
 	for i := range list.Items {
@@ -528,7 +543,7 @@ func (r *CacheFlushReconciler) cleanupJobs(ctx context.Context, cf *hicachev1alp
 		}
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: j.Name, Namespace: cf.Namespace}}
 		if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-			return err
+			return fmt.Errorf("deleting the Job %s of a recorded attempt: %w", j.Name, err)
 		}
 	}
 	return nil
@@ -570,18 +585,20 @@ func describeScope(cf *hicachev1alpha1.CacheFlush) string {
 const AnnotationDrainedFor = "hicache.io/drained-for"
 
 // checkInUse holds a flush while any deployment of the store uses its scope, unless
-// spec.allowInUse overrides it (admission lets only holders of the override verb set it).
-func (r *CacheFlushReconciler) checkInUse(ctx context.Context, cf *hicachev1alpha1.CacheFlush, cb *hicachev1alpha1.CacheBackend, now time.Time) (bool, error) {
-	scope := storeScope{store: storeIDOf(cb), draining: types.UID(cf.Annotations[AnnotationDrainedFor])}
+// spec.allowInUse overrides it (admission lets only holders of the override verb set it). It is
+// checked right before the attempt.
+func (r *CacheFlushReconciler) checkInUse(ctx context.Context, s *flushScope) (step, error) {
+	cf := s.obj
+	scope := storeScope{store: storeIDOf(s.obs.backend), draining: types.UID(cf.Annotations[AnnotationDrainedFor])}
 	if cf.Spec.Scope == hicachev1alpha1.FlushScopeNamespace {
 		scope.namespace = cf.Spec.Namespace
 	}
 	use, err := storeUsers(ctx, r.Client, scope)
 	if err != nil {
-		return false, err
+		return proceed, fmt.Errorf("finding who uses the %s: %w", describeScope(cf), err)
 	}
 	if !use.inUse() {
-		return false, nil
+		return proceed, nil
 	}
 	what := describeScope(cf)
 	if cf.Spec.AllowInUse {
@@ -589,15 +606,15 @@ func (r *CacheFlushReconciler) checkInUse(ctx context.Context, cf *hicachev1alph
 			r.Recorder.Eventf(cf, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonInUse, "Flush",
 				"spec.allowInUse is set: flushing %s although %s uses it; their cache starts cold", what, use.describe(cf.Namespace))
 		}
-		return false, nil
+		return proceed, nil
 	}
 	msg := truncate(fmt.Sprintf("%s is in use by %s; the flush runs once nothing uses it (spec.allowInUse overrides this, for holders of the override verb)",
 		inUseSubject(cf, scope.store), use.describe(cf.Namespace)), 1024)
 	if c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionComplete); c == nil || c.Reason != hicachev1alpha1.ReasonInUse {
 		r.Recorder.Eventf(cf, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonInUse, "Flush", "%s", msg)
 	}
-	setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonInUse, msg, now)
-	return true, nil
+	conditionsOf(&cf.Status.Conditions, cf.Generation, s.now).set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonInUse, msg)
+	return stopFor(flushWaitInterval), nil
 }
 
 // inUseSubject names what a held flush would remove, for its condition.
@@ -630,10 +647,12 @@ func (r *CacheFlushReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	// A flush that finishes lets the next of its backend go.
+	log := mgr.GetLogger().WithValues("controller", "cacheflush")
 	sameBackend := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		cf := o.(*hicachev1alpha1.CacheFlush)
 		var list hicachev1alpha1.CacheFlushList
 		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(cf.Namespace), client.MatchingFields{flushBackendIndex: cf.Spec.BackendRef.Name}); err != nil {
+			log.Error(err, "Listing the flushes of a backend failed: they are not woken by a flush's change", "cacheFlush", klog.KObj(o))
 			return nil
 		}
 		var reqs []reconcile.Request

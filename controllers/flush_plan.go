@@ -255,16 +255,6 @@ type flushEvent struct {
 	Type, Reason, Action, Message string
 }
 
-// setFlushCondition sets one condition of a flush.
-func setFlushCondition(cf *hicachev1alpha1.CacheFlush, typ string, ok bool, reason, msg string, now time.Time) {
-	s := metav1.ConditionFalse
-	if ok {
-		s = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(&cf.Status.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg,
-		ObservedGeneration: cf.Generation, LastTransitionTime: metav1.NewTime(now)})
-}
-
 // startAttempt writes the claim of attempt n into the status: nothing of the attempt runs
 // before this status is stored.
 func startAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, holder, method string, n int32, keysBefore *int64, now time.Time) flushEvent {
@@ -278,10 +268,10 @@ func startAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, holder, method 
 		st.StartTime = &t
 	}
 	msg := fmt.Sprintf("Attempt %d of %d is running (%s)", n, p.MaxAttempts, holder)
-	setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonRunning, msg, now)
+	conditionsOf(&cf.Status.Conditions, cf.Generation, now).set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonRunning, msg)
 	if meta.IsStatusConditionTrue(st.Conditions, hicachev1alpha1.ConditionFailed) {
 		// The failure was the previous attempt's; the Events keep it.
-		setFlushCondition(cf, hicachev1alpha1.ConditionFailed, false, hicachev1alpha1.ReasonRunning, msg, now)
+		conditionsOf(&cf.Status.Conditions, cf.Generation, now).set(hicachev1alpha1.ConditionFailed, false, hicachev1alpha1.ReasonRunning, msg)
 	}
 	return flushEvent{Type: "Normal", Reason: "AttemptStarted", Action: "Flush", Message: msg}
 }
@@ -305,7 +295,7 @@ func giveBack(cf *hicachev1alpha1.CacheFlush, before *hicachev1alpha1.CacheFlush
 	if other != "" {
 		msg = fmt.Sprintf("Waiting for CacheFlush %s of the same backend to finish", other)
 	}
-	setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForTurn, msg, now)
+	conditionsOf(&cf.Status.Conditions, cf.Generation, now).set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForTurn, msg)
 }
 
 // recordAttempt writes the outcome of attempt n: complete, retried after a backoff, or failed
@@ -325,8 +315,8 @@ func recordAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, n int32, out a
 	if out.Err != nil {
 		if out.Final {
 			msg := out.Err.Error()
-			setFlushCondition(cf, hicachev1alpha1.ConditionFailed, true, out.Reason, msg, now)
-			setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, out.Reason, msg, now)
+			conditionsOf(&cf.Status.Conditions, cf.Generation, now).set(hicachev1alpha1.ConditionFailed, true, out.Reason, msg)
+			conditionsOf(&cf.Status.Conditions, cf.Generation, now).set(hicachev1alpha1.ConditionComplete, false, out.Reason, msg)
 			return flushEvent{Type: "Warning", Reason: out.Reason, Action: "Flush", Message: msg}
 		}
 		return failAttempt(cf, p, n, out.Reason, fmt.Sprintf("Attempt %d failed: %v", n, out.Err), now)
@@ -345,8 +335,8 @@ func recordAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, n int32, out a
 			}
 		}
 		msg := fmt.Sprintf("%d objects of the scope are still there after %d forced attempts; something still writes them (check for serving pods outside this operator using the namespace)", st.KeysLeft, n)
-		setFlushCondition(cf, hicachev1alpha1.ConditionFailed, true, hicachev1alpha1.ReasonKeysLeft, msg, now)
-		setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonKeysLeft, msg, now)
+		conditionsOf(&cf.Status.Conditions, cf.Generation, now).set(hicachev1alpha1.ConditionFailed, true, hicachev1alpha1.ReasonKeysLeft, msg)
+		conditionsOf(&cf.Status.Conditions, cf.Generation, now).set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonKeysLeft, msg)
 		return flushEvent{Type: "Warning", Reason: hicachev1alpha1.ReasonKeysLeft, Action: "Verify", Message: msg}
 	}
 	reason := hicachev1alpha1.ReasonFlushed
@@ -362,8 +352,8 @@ func complete(cf *hicachev1alpha1.CacheFlush, reason, msg string, now time.Time)
 	st := &cf.Status
 	t := metav1.NewTime(now)
 	st.CompletionTime, st.NextAttemptTime, st.Claim = &t, nil, nil
-	setFlushCondition(cf, hicachev1alpha1.ConditionComplete, true, reason, msg, now)
-	setFlushCondition(cf, hicachev1alpha1.ConditionFailed, false, reason, "The flush completed", now)
+	conditionsOf(&cf.Status.Conditions, cf.Generation, now).set(hicachev1alpha1.ConditionComplete, true, reason, msg)
+	conditionsOf(&cf.Status.Conditions, cf.Generation, now).set(hicachev1alpha1.ConditionFailed, false, reason, "The flush completed")
 	return flushEvent{Type: "Normal", Reason: reason, Action: "Flush", Message: msg}
 }
 
@@ -376,9 +366,9 @@ func failAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, n int32, reason,
 	}
 	next := metav1.NewTime(now.Add(p.backoff(n)))
 	st.NextAttemptTime = &next
-	setFlushCondition(cf, hicachev1alpha1.ConditionFailed, true, reason, msg, now)
-	setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonBackingOff,
-		fmt.Sprintf("Attempt %d failed (%s); attempt %d of %d starts at %s", n, reason, n+1, p.MaxAttempts, next.UTC().Format(time.RFC3339)), now)
+	conditionsOf(&cf.Status.Conditions, cf.Generation, now).set(hicachev1alpha1.ConditionFailed, true, reason, msg)
+	conditionsOf(&cf.Status.Conditions, cf.Generation, now).set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonBackingOff,
+		fmt.Sprintf("Attempt %d failed (%s); attempt %d of %d starts at %s", n, reason, n+1, p.MaxAttempts, next.UTC().Format(time.RFC3339)))
 	return flushEvent{Type: "Warning", Reason: reason, Action: "Flush", Message: msg}
 }
 
@@ -389,8 +379,8 @@ func giveUp(cf *hicachev1alpha1.CacheFlush, p flushPolicy, lastReason, lastMsg s
 	if lastReason == "" {
 		msg = fmt.Sprintf("Gave up after %d attempts. Delete this CacheFlush to try again", cf.Status.Attempts)
 	}
-	setFlushCondition(cf, hicachev1alpha1.ConditionFailed, true, hicachev1alpha1.ReasonAttemptsExhausted, msg, now)
-	setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonAttemptsExhausted, msg, now)
+	conditionsOf(&cf.Status.Conditions, cf.Generation, now).set(hicachev1alpha1.ConditionFailed, true, hicachev1alpha1.ReasonAttemptsExhausted, msg)
+	conditionsOf(&cf.Status.Conditions, cf.Generation, now).set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonAttemptsExhausted, msg)
 	return flushEvent{Type: "Warning", Reason: hicachev1alpha1.ReasonAttemptsExhausted, Action: "Flush", Message: msg}
 }
 
@@ -432,9 +422,9 @@ func recoverAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, n int32, keys
 		return giveUp(cf, p, hicachev1alpha1.ReasonAttemptInterrupted, msg, now)
 	}
 	st.NextAttemptTime = nil
-	setFlushCondition(cf, hicachev1alpha1.ConditionFailed, true, hicachev1alpha1.ReasonAttemptInterrupted, msg, now)
-	setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonPending,
-		fmt.Sprintf("Attempt %d of %d starts next", n+1, p.MaxAttempts), now)
+	conditionsOf(&cf.Status.Conditions, cf.Generation, now).set(hicachev1alpha1.ConditionFailed, true, hicachev1alpha1.ReasonAttemptInterrupted, msg)
+	conditionsOf(&cf.Status.Conditions, cf.Generation, now).set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonPending,
+		fmt.Sprintf("Attempt %d of %d starts next", n+1, p.MaxAttempts))
 	return flushEvent{Type: "Warning", Reason: hicachev1alpha1.ReasonAttemptInterrupted, Action: "Flush", Message: msg}
 }
 

@@ -349,7 +349,7 @@ func TestClaimGivenBackIsNotAnAttempt(t *testing.T) {
 		startAttempt(cf, testPolicy, "me", method, n, ptr.To(int64(12)), t0.Time)
 		given := &givenBackClaim{Claim: *cf.Status.Claim.DeepCopy(), Before: *before}
 		// The other process's write: the claim is stored, the give-back is not.
-		setFlushCondition(cf, hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonClaimedElsewhere, "Attempt 1 is run by me", at(time.Second))
+		conditionsOf(&cf.Status.Conditions, cf.Generation, at(time.Second)).set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonClaimedElsewhere, "Attempt 1 is run by me")
 
 		plan := planFlush(flushObservation{Status: &cf.Status, Identity: "me", Now: at(2 * time.Second), Policy: testPolicy, GivenBack: given})
 		if plan.Step != stepGiveBack || plan.Attempt != n {
