@@ -56,11 +56,7 @@ file is planned; documents of other kinds are skipped.`,
 					return err
 				}
 				for _, it := range items {
-					r, err := resolve.Resolve(it.hcd)
-					if err != nil {
-						return fmt.Errorf("%s: %w", it.where, err)
-					}
-					rep, err := newPlanReport(it, r)
+					rep, err := planOne(it)
 					if err != nil {
 						return fmt.Errorf("%s: %w", it.where, err)
 					}
@@ -102,6 +98,89 @@ type planReport struct {
 	// Command is the SGLang command line every rank of a group runs, with placeholders for
 	// what only the cluster knows (the master's address, the leader's name, the node rank).
 	Command []string `json:"command"`
+	// Roles are the prefill and decode roles of a disaggregated deployment, each with its own
+	// group, duties and command line; Group, Plan and Command are then those of the prefill.
+	Roles []rolePlanReport `json:"roles,omitempty"`
+	// Transfer is the KV transfer between the roles.
+	Transfer *hicachev1alpha1.TransferSpec `json:"transfer,omitempty"`
+}
+
+// rolePlanReport is what plan shows about one role.
+type rolePlanReport struct {
+	Role string `json:"role"`
+	// L3 is whether the role's servers read and write L3, and why.
+	L3       cache.RoleL3   `json:"l3"`
+	Group    groupShape     `json:"group"`
+	Summary  string         `json:"summary"`
+	Writers  int            `json:"writers"`
+	Plan     cache.RankPlan `json:"plan"`
+	Warnings []string       `json:"warnings,omitempty"`
+	// Memory is what the role's ranks lend to the L3 store.
+	Memory  *storeMemory `json:"memory,omitempty"`
+	Command []string     `json:"command"`
+}
+
+// planOne plans one deployment, with or without roles.
+func planOne(it loaded) (planReport, error) {
+	if it.hcd.Spec.Roles == nil {
+		r, err := resolve.Resolve(it.hcd)
+		if err != nil {
+			return planReport{}, err
+		}
+		return newPlanReport(it, r)
+	}
+	roles, err := resolve.RolesOf(it.hcd)
+	if err != nil {
+		return planReport{}, err
+	}
+	rep, err := newPlanReport(loaded{hcd: roles.Prefill.Spec, source: it.source, where: it.where}, roles.Prefill.Resolved)
+	if err != nil {
+		return rep, err
+	}
+	rep.Name = it.hcd.Name
+	rep.Storage = newStorageInfo(it.hcd.Spec.Storage, nil)
+	rep.Transfer = &roles.Transfer
+	for _, rr := range roles.Each() {
+		rr := rr
+		cfg, _, err := resolve.RoleServerConfig(roles, rr, planBackend(), placeholderLeader)
+		if err != nil {
+			return rep, err
+		}
+		args, err := sglang.Args(cfg)
+		if err != nil {
+			return rep, fmt.Errorf("the %s role: %w", rr.Role, resolve.SpecError(err))
+		}
+		rp := rolePlanReport{
+			Role: string(rr.Role), L3: rr.L3, Group: newGroupShape(rr.Resolved),
+			Summary: rr.Plan.Summary(), Writers: rr.Writers(), Plan: rr.Plan,
+			Command: append(sglang.Command(), args...),
+		}
+		if !rr.L3.Writes {
+			rp.Summary = "no L3 duties: " + rr.L3.Reason
+		}
+		for _, w := range rr.Plan.Warnings {
+			rp.Warnings = append(rp.Warnings, w.Message)
+		}
+		if it.hcd.Spec.Storage != nil {
+			rp.Memory = newStorageInfo(it.hcd.Spec.Storage, rr.Resolved).Memory
+		}
+		rep.Roles = append(rep.Roles, rp)
+	}
+	return rep, nil
+}
+
+func planBackend() *resolve.Backend {
+	return &resolve.Backend{RPCAddress: placeholderMaster, MetadataServer: "P2PHANDSHAKE", MetricsPort: 9003}
+}
+
+func newGroupShape(r *resolve.Resolved) groupShape {
+	return groupShape{
+		GPUs: r.GPUs, Nodes: r.Nodes, GPUsPerPod: r.GPUsPerPod, Replicas: r.Replicas,
+		TensorParallel:   r.Topology.TensorParallel,
+		PipelineParallel: r.Topology.PipelineParallel,
+		DataParallel:     r.Topology.DataParallel,
+		DPAttention:      r.Topology.DPAttention,
+	}
 }
 
 // groupShape is the size of one serving group.
@@ -189,16 +268,10 @@ func newPlanReport(it loaded, r *resolve.Resolved) (planReport, error) {
 		Profile:   r.Topology.Profile,
 		Attention: r.Topology.Attention,
 		Draft:     r.DraftSummary(),
-		Group: groupShape{
-			GPUs: r.GPUs, Nodes: r.Nodes, GPUsPerPod: r.GPUsPerPod, Replicas: r.Replicas,
-			TensorParallel:   r.Topology.TensorParallel,
-			PipelineParallel: r.Topology.PipelineParallel,
-			DataParallel:     r.Topology.DataParallel,
-			DPAttention:      r.Topology.DPAttention,
-		},
-		Summary: r.Plan.Summary(),
-		Writers: r.Writers(),
-		Plan:    r.Plan,
+		Group:     newGroupShape(r),
+		Summary:   r.Plan.Summary(),
+		Writers:   r.Writers(),
+		Plan:      r.Plan,
 		Layout: layoutReport{
 			Fingerprint: r.Fingerprint,
 			ShortHash:   r.ShortHash,
@@ -212,7 +285,7 @@ func newPlanReport(it loaded, r *resolve.Resolved) (planReport, error) {
 	for _, name := range slices.Sorted(maps.Keys(r.Facts)) {
 		rep.Layout.Facts = append(rep.Layout.Facts, factReport{Name: name, Label: cache.FactLabel(name), Value: r.Facts[name]})
 	}
-	cfg, _, err := resolve.ServerConfig(it.hcd, r, &resolve.Backend{RPCAddress: placeholderMaster, MetadataServer: "P2PHANDSHAKE", MetricsPort: 9003}, placeholderLeader)
+	cfg, _, err := resolve.ServerConfig(it.hcd, r, planBackend(), placeholderLeader)
 	if err != nil {
 		return rep, err
 	}
@@ -252,23 +325,23 @@ func writePlan(w io.Writer, p *planReport) error {
 	fmt.Fprintf(tw, "Profile:\t%s\n", profile)
 	fmt.Fprintf(tw, "Attention:\t%s\n", p.Attention)
 	fmt.Fprintf(tw, "Draft:\t%s\n", p.Draft)
-	g := p.Group
-	parallel := fmt.Sprintf("TP %d × PP %d × DP %d", g.TensorParallel, g.PipelineParallel, g.DataParallel)
-	if g.DPAttention {
-		parallel += ", DP attention"
-	}
-	fmt.Fprintf(tw, "Serving group:\t%s on %s, %s per pod (%s)\n",
-		plural(g.GPUs, "GPU"), plural(g.Nodes, "node"), plural(g.GPUsPerPod, "GPU"), parallel)
-	fmt.Fprintf(tw, "Replicas:\t%d\n", g.Replicas)
-	writeStorageLine(tw, p.Storage)
-	if err := tw.Flush(); err != nil {
-		return err
-	}
+	if len(p.Roles) > 0 {
+		if err := writeRoles(w, tw, p); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(tw, "Serving group:\t%s\n", groupLine(p.Group))
+		fmt.Fprintf(tw, "Replicas:\t%d\n", p.Group.Replicas)
+		writeStorageLine(tw, p.Storage)
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 
-	fmt.Fprintf(w, "\nL3 duties of one serving group (writers: %d of %s):\n", p.Writers, plural(len(p.Plan.Ranks), "rank"))
-	fmt.Fprintf(w, "%s\n\n", p.Summary)
-	if err := p.Plan.WriteTable(w); err != nil {
-		return err
+		fmt.Fprintf(w, "\nL3 duties of one serving group (writers: %d of %s):\n", p.Writers, plural(len(p.Plan.Ranks), "rank"))
+		fmt.Fprintf(w, "%s\n\n", p.Summary)
+		if err := p.Plan.WriteTable(w); err != nil {
+			return err
+		}
 	}
 
 	fmt.Fprintln(w, "\nLayout:")
@@ -281,12 +354,21 @@ func writePlan(w io.Writer, p *planReport) error {
 	} else if p.Storage.NamespaceStrategy == string(hicachev1alpha1.NamespaceFixed) {
 		ns += " (Fixed: spec.storage.namespace)"
 	}
+	if len(p.Roles) > 0 {
+		ns += " (shared by both roles: decode servers continue the prefill's keys)"
+	}
 	fmt.Fprintf(tw, "  L3 namespace:\t%s\n", ns)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\nSGLang command line of every rank ($(NODE_RANK) and $(POD_IP) come from the pod):")
-	writeCommand(w, p.Command)
+	for _, r := range p.Roles {
+		fmt.Fprintf(w, "\nSGLang command line of every %s rank ($(NODE_RANK) and $(POD_IP) come from the pod):\n", r.Role)
+		writeCommand(w, r.Command)
+	}
+	if len(p.Roles) == 0 {
+		fmt.Fprintln(w, "\nSGLang command line of every rank ($(NODE_RANK) and $(POD_IP) come from the pod):")
+		writeCommand(w, p.Command)
+	}
 	fmt.Fprintln(w, "\nLayout facts:")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  FACT\tNAME\tVALUE")
@@ -294,6 +376,60 @@ func writePlan(w io.Writer, p *planReport) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.Label, f.Name, f.Value)
 	}
 	return tw.Flush()
+}
+
+// groupLine is one serving group's shape in words.
+func groupLine(g groupShape) string {
+	parallel := fmt.Sprintf("TP %d × PP %d × DP %d", g.TensorParallel, g.PipelineParallel, g.DataParallel)
+	if g.DPAttention {
+		parallel += ", DP attention"
+	}
+	return fmt.Sprintf("%s on %s, %s per pod (%s)", plural(g.GPUs, "GPU"), plural(g.Nodes, "node"), plural(g.GPUsPerPod, "GPU"), parallel)
+}
+
+// writeRoles writes the roles of a disaggregated deployment: their groups and L3 duties.
+func writeRoles(w io.Writer, tw *tabwriter.Writer, p *planReport) error {
+	t := p.Transfer
+	transfer := fmt.Sprintf("KV from prefill to decode over %s, bootstrap port %d", t.Backend, t.BootstrapPort)
+	if t.IBDevice != "" {
+		transfer += ", RDMA devices " + t.IBDevice
+	}
+	fmt.Fprintf(tw, "Roles:\tprefill and decode (%s)\n", transfer)
+	for _, r := range p.Roles {
+		fmt.Fprintf(tw, "%s groups:\t%d × %s\n", roleTitle(r.Role), r.Group.Replicas, groupLine(r.Group))
+	}
+	writeStorageLine(tw, p.Storage)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range p.Roles {
+		reads := map[bool]string{true: "reads", false: "does not read"}[r.L3.Reads]
+		writes := map[bool]string{true: "writes", false: "does not write"}[r.L3.Writes]
+		fmt.Fprintf(w, "\n%s role: %s and %s L3 (%s).\n", roleTitle(r.Role), reads, writes, r.L3.Reason)
+		if m := r.Memory; m != nil && m.PerRank > 0 {
+			fmt.Fprintf(w, "Each %s rank lends %s to the store (global_segment_size %s); %s per pod, %s per group.\n",
+				r.Role, bytesQ(m.PerRank), bytesQ(m.GlobalSegmentSize), bytesQ(m.PerPod), bytesQ(m.PerGroup))
+		}
+		fmt.Fprintf(w, "L3 duties of one %s group (writers: %d of %s):\n", r.Role, r.Writers, plural(len(r.Plan.Ranks), "rank"))
+		fmt.Fprintf(w, "%s\n", r.Summary)
+		for _, warn := range r.Warnings {
+			fmt.Fprintf(w, "Warning: %s\n", warn)
+		}
+		if r.L3.Writes {
+			fmt.Fprintln(w)
+			if err := r.Plan.WriteTable(w); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func roleTitle(role string) string {
+	if role == "" {
+		return role
+	}
+	return strings.ToUpper(role[:1]) + role[1:]
 }
 
 // plural is "1 GPU", "16 GPUs".

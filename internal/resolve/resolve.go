@@ -76,8 +76,21 @@ func (e *UnknownProfileError) Error() string {
 	return fmt.Sprintf("spec.profile: unknown profile %q; known profiles: %s", e.Name, strings.Join(cache.ProfileNames(), ", "))
 }
 
-// Resolve decides the topology, plan, layout and group shape of a HiCacheDeployment.
+// ErrRolesNotServed is the error of Resolve for a deployment with spec.roles: RolesOf plans
+// it, the serving groups of roles are not run yet.
+var ErrRolesNotServed = &FieldError{Field: "spec.roles", Message: "prefill and decode roles are planned by `kubectl hicache plan` but this operator does not run them yet: remove spec.roles to serve without roles"}
+
+// Resolve decides the topology, plan, layout and group shape of a HiCacheDeployment without
+// roles (RolesOf decides those of one with spec.roles).
 func Resolve(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
+	if hcd.Spec.Roles != nil {
+		return nil, ErrRolesNotServed
+	}
+	return resolveOne(hcd)
+}
+
+// resolveOne is Resolve of a deployment as one kind of server sees it (spec.roles ignored).
+func resolveOne(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 	spec := &hcd.Spec
 	if err := checkNames(hcd); err != nil {
 		return nil, err

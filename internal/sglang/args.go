@@ -34,6 +34,7 @@ func Args(cfg ServerConfig) ([]string, error) {
 	r := &renderer{}
 	r.model(cfg)
 	r.topology(cfg)
+	r.disaggregation(cfg, spec)
 	r.memory(cfg)
 	r.speculative(cfg, spec)
 	r.hicache(cfg)
@@ -214,6 +215,74 @@ func (r *renderer) speculative(cfg ServerConfig, spec *argspec.Spec) {
 	}
 }
 
+func (r *renderer) disaggregation(cfg ServerConfig, spec *argspec.Spec) {
+	d := cfg.Disaggregation
+	if d == nil {
+		return
+	}
+	switch d.Mode {
+	case DisaggregationPrefill, DisaggregationDecode:
+	default:
+		r.fail("Disaggregation.Mode %q is neither %s nor %s", d.Mode, DisaggregationPrefill, DisaggregationDecode)
+		return
+	}
+	r.add("--disaggregation-mode", d.Mode)
+	if d.TransferBackend != "" {
+		if names, ok := spec.Choices("--disaggregation-transfer-backend"); ok && !slices.Contains(names, d.TransferBackend) {
+			r.fail("Disaggregation.TransferBackend %q is not known to sglang %s; use one of %s", d.TransferBackend, spec.Version(), strings.Join(names, ", "))
+		}
+		if d.TransferBackend == TransferFake && d.Mode == DisaggregationPrefill {
+			r.fail("Disaggregation.TransferBackend fake moves no KV, and a prefill server refuses it")
+		}
+		r.add("--disaggregation-transfer-backend", d.TransferBackend)
+	}
+	if d.BootstrapPort != 0 {
+		if d.BootstrapPort < 1 || d.BootstrapPort > 65535 {
+			r.fail("Disaggregation.BootstrapPort %d is outside 1-65535", d.BootstrapPort)
+		}
+		r.addInt("--disaggregation-bootstrap-port", d.BootstrapPort)
+	}
+	if d.IBDevice != "" {
+		r.add("--disaggregation-ib-device", d.IBDevice)
+	}
+	h := cfg.HiCache
+	if s := cfg.Speculative; s != nil && cfg.PP > 1 && d.Mode != DisaggregationPrefill {
+		r.fail("Speculative decoding (%s) with PP %d runs only on prefill servers; a decode server needs PP 1", s.Algorithm, cfg.PP)
+	}
+	switch {
+	case d.Mode == DisaggregationPrefill:
+		if d.DecodeL3 != "" {
+			r.fail("Disaggregation.DecodeL3 only applies to decode servers")
+		}
+	case d.DecodeL3 == "":
+		if h != nil {
+			r.fail("a decode server without Disaggregation.DecodeL3 runs no hierarchical cache (it disables its radix cache): leave HiCache unset, or set DecodeL3")
+		}
+	case d.DecodeL3 == DecodeL3Offload:
+		if h == nil || h.StorageBackend == "" {
+			r.fail("Disaggregation.DecodeL3 offload writes to the storage backend: set HiCache with a StorageBackend")
+		}
+		r.add("--disaggregation-decode-enable-offload-kvcache")
+	case d.DecodeL3 == DecodeL3HiCache:
+		if h == nil {
+			r.fail("Disaggregation.DecodeL3 hicache runs the hierarchical cache: set HiCache")
+		}
+		if s := cfg.Speculative; s != nil {
+			switch strings.ToUpper(s.Algorithm) {
+			case "EAGLE", "NEXTN", "EAGLE3", SpeculativeDSpark:
+			default:
+				r.fail("Disaggregation.DecodeL3 hicache needs the decode radix cache, which sglang %s refuses with the %s draft", spec.Version(), s.Algorithm)
+			}
+		}
+		r.add("--disaggregation-decode-enable-radix-cache")
+	default:
+		r.fail("Disaggregation.DecodeL3 %q is none of %s, %s or empty", d.DecodeL3, DecodeL3Offload, DecodeL3HiCache)
+	}
+	if d.Mode == DisaggregationDecode && h != nil && h.HostMemoryMode == HostMemoryModeBufferOnly {
+		r.fail("HiCache.HostMemoryMode buffer_only is refused on decode servers; use cache")
+	}
+}
+
 func orDefault(v, def string) string {
 	if v == "" {
 		return def
@@ -262,7 +331,11 @@ func (r *renderer) hicache(cfg ServerConfig) {
 		r.fail("HiCache.ExtraConfig is set without a StorageBackend to pass it to")
 	}
 
-	r.add("--enable-hierarchical-cache")
+	if d := cfg.Disaggregation; d == nil || d.DecodeL3 != DecodeL3Offload {
+		// Decode offload builds its own host pool from these settings,
+		// without the hierarchical cache.
+		r.add("--enable-hierarchical-cache")
+	}
 	r.add("--hicache-host-memory-mode", mode)
 	if h.Ratio != 0 {
 		r.add("--hicache-ratio", strconv.FormatFloat(h.Ratio, 'g', -1, 64))

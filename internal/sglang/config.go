@@ -81,6 +81,10 @@ type ServerConfig struct {
 	MambaSSMDType string
 	Quantization  string
 
+	// Disaggregation makes the server one role of a prefill/decode pair when
+	// not nil.
+	Disaggregation *Disaggregation
+
 	// Speculative enables speculative decoding when not nil.
 	Speculative *Speculative
 	// HiCache enables the hierarchical cache when not nil.
@@ -89,6 +93,43 @@ type ServerConfig struct {
 	// ExtraArgs are appended last. They may not set a flag this
 	// configuration owns (those are refused with the field to use instead).
 	ExtraArgs []string
+}
+
+// Disaggregation modes, transfer backends and decode L3 modes of the pinned
+// release.
+const (
+	DisaggregationPrefill = "prefill"
+	DisaggregationDecode  = "decode"
+
+	TransferMooncake = "mooncake"
+	TransferFake     = "fake"
+
+	// DecodeL3Offload writes a decode server's KV to the storage backend
+	// (--disaggregation-decode-enable-offload-kvcache) without the
+	// hierarchical cache; DecodeL3HiCache runs the hierarchical cache on the
+	// decode radix cache (--disaggregation-decode-enable-radix-cache).
+	DecodeL3Offload = "offload"
+	DecodeL3HiCache = "hicache"
+
+	// DefaultBootstrapPort is the release's --disaggregation-bootstrap-port.
+	DefaultBootstrapPort = 8998
+)
+
+// Disaggregation configures one role of prefill/decode disaggregation.
+type Disaggregation struct {
+	// Mode is DisaggregationPrefill or DisaggregationDecode (required).
+	Mode string
+	// TransferBackend is --disaggregation-transfer-backend; empty leaves the
+	// release's default (mooncake).
+	TransferBackend string
+	// BootstrapPort is --disaggregation-bootstrap-port: where a prefill
+	// server's bootstrap server listens; 0 leaves the default.
+	BootstrapPort int
+	// IBDevice is --disaggregation-ib-device.
+	IBDevice string
+	// DecodeL3 is what a decode server does with L3: empty for nothing (then
+	// HiCache must be nil), DecodeL3Offload or DecodeL3HiCache (HiCache set).
+	DecodeL3 string
 }
 
 // Speculative configures speculative decoding.
