@@ -128,6 +128,15 @@ func (r *CacheBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.probes.forget(req.NamespacedName)
 	}
 	setBackendConditions(st, cb.Generation, metav1.NewTime(now), deployed, rec)
+
+	// 2b. Store pods, rolled one at a time after the master has drained them.
+	storeRequeue, err := r.reconcileStores(ctx, &cb, endpoints, deployed && rec.Err == nil, st, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if storeRequeue > 0 && storeRequeue < requeue {
+		requeue = storeRequeue
+	}
 	if old := meta.FindStatusCondition(cb.Status.Conditions, hicachev1alpha1.ConditionReady); old != nil {
 		if nw := meta.FindStatusCondition(st.Conditions, hicachev1alpha1.ConditionReady); nw != nil && old.Status != nw.Status {
 			typ := corev1.EventTypeNormal
@@ -303,11 +312,6 @@ func (r *CacheBackendReconciler) reconcileMaster(ctx context.Context, cb *hicach
 	if _, err := a.apply(ctx, dep, &appsv1.Deployment{}); err != nil {
 		return nil, false, err
 	}
-	if s := m.Managed.Store; s != nil {
-		if _, err := a.apply(ctx, buildStoreDeployment(cb, image), &appsv1.Deployment{}); err != nil {
-			return nil, false, err
-		}
-	}
 	ep.RPCAddress = managedRPCAddress(cb)
 	ep.AdminURL = fmt.Sprintf("http://%s.%s.svc:%d", masterName(cb.Name), cb.Namespace, m.Managed.AdminPort)
 	ep.MetricsPort = m.Managed.AdminPort
@@ -443,50 +447,6 @@ func buildMasterDeployment(cb *hicachev1alpha1.CacheBackend, image string) *apps
 	}
 }
 
-func buildStoreDeployment(cb *hicachev1alpha1.CacheBackend, image string) *appsv1.Deployment {
-	m := cb.Spec.Mooncake.Managed
-	s := m.Store
-	labels := backendLabels(cb, "store")
-	podSec, sec := restrictedSecurity()
-	nodeSelector, tolerations := backendPlacement(cb)
-	replicas := int32(1)
-	if s.Replicas != nil {
-		replicas = *s.Replicas
-	}
-	return &appsv1.Deployment{
-		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: metav1.ObjectMeta{Name: cb.Name + "-store", Namespace: cb.Namespace,
-			Labels: labels, OwnerReferences: backendOwner(cb)},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					SecurityContext: podSec,
-					NodeSelector:    nodeSelector,
-					Tolerations:     tolerations,
-					Containers: []corev1.Container{{
-						Name:    "store",
-						Image:   image,
-						Command: []string{"python3", "-m", "mooncake.mooncake_store_service"},
-						Env: []corev1.EnvVar{
-							{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
-							{Name: "MOONCAKE_MASTER", Value: fmt.Sprintf("%s.%s.svc:%d", masterName(cb.Name), cb.Namespace, m.RPCPort)},
-							{Name: "MOONCAKE_TE_META_DATA_SERVER", Value: cb.Spec.Mooncake.MetadataServer},
-							{Name: "MOONCAKE_GLOBAL_SEGMENT_SIZE", Value: strconv.FormatInt(s.SegmentSize.Value(), 10)},
-							{Name: "MOONCAKE_PROTOCOL", Value: "tcp"},
-							{Name: "MOONCAKE_LOCAL_HOSTNAME", Value: "$(POD_IP)"},
-						},
-						Resources:       s.Resources,
-						SecurityContext: sec,
-					}},
-				},
-			},
-		},
-	}
-}
-
 func buildMasterService(cb *hicachev1alpha1.CacheBackend) *corev1.Service {
 	m := cb.Spec.Mooncake.Managed
 	return &corev1.Service{
@@ -612,6 +572,7 @@ func (r *CacheBackendReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.BackendWorkers}).
 		For(&hicachev1alpha1.CacheBackend{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&appsv1.Deployment{}).
+		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&hicachev1alpha1.HiCacheDeployment{}, hcdToBackend).

@@ -104,29 +104,6 @@ func TestBuildMasterDeployment(t *testing.T) {
 	}
 }
 
-func TestBuildStoreDeployment(t *testing.T) {
-	cb := withStore(managedBackend("mc"))
-	dep := buildStoreDeployment(cb, "mooncake:test")
-	if dep.Name != "mc-store" || ptr.Deref(dep.Spec.Replicas, 0) != 3 {
-		t.Errorf("deployment %s with %v replicas, want mc-store with 3", dep.Name, dep.Spec.Replicas)
-	}
-	c := dep.Spec.Template.Spec.Containers[0]
-	for name, want := range map[string]string{
-		"MOONCAKE_MASTER":              "mc-master.default.svc:50051",
-		"MOONCAKE_GLOBAL_SEGMENT_SIZE": "68719476736",
-		"MOONCAKE_TE_META_DATA_SERVER": "P2PHANDSHAKE",
-		"MOONCAKE_LOCAL_HOSTNAME":      "$(POD_IP)",
-	} {
-		if e, ok := envValue(c.Env, name); !ok || e.Value != want {
-			t.Errorf("env %s = %q, want %q", name, e.Value, want)
-		}
-	}
-	cb.Spec.Mooncake.Managed.Store.Replicas = nil
-	if got := ptr.Deref(buildStoreDeployment(cb, "img").Spec.Replicas, 0); got != 1 {
-		t.Errorf("store replicas unset gives %d pods, want 1", got)
-	}
-}
-
 func TestUsage(t *testing.T) {
 	cases := map[string]struct {
 		used, capacity int64
@@ -277,7 +254,7 @@ func TestBackendPlacement(t *testing.T) {
 			return buildMasterDeployment(cb, "img").Spec.Template.Spec
 		},
 		"store": func(cb *hicachev1alpha1.CacheBackend) corev1.PodSpec {
-			return buildStoreDeployment(cb, "img").Spec.Template.Spec
+			return buildStoreStatefulSet(cb, "img", 3).Spec.Template.Spec
 		},
 		"flush job": func(cb *hicachev1alpha1.CacheBackend) corev1.PodSpec {
 			return buildFlushJob(NamespaceFlushRequest{Flush: testFlush("f", hicachev1alpha1.FlushScopeNamespace), Backend: cb, Prefix: "hc-1_", Image: "img", Attempt: 1}).Spec.Template.Spec

@@ -33,7 +33,7 @@ func policyCast(t *testing.T) map[string]testutil.PolicyPod {
 		"q group 1":           podIn("default", mustBuildGroup(t, q, 1).Spec.Template.Labels),
 		"p on mc":             podIn("default", mustBuildGroup(t, p, 0).Spec.Template.Labels),
 		"o on other":          podIn("default", mustBuildGroup(t, other, 0).Spec.Template.Labels),
-		"mc store":            podIn("default", buildStoreDeployment(cb, "img").Spec.Template.Labels),
+		"mc store":            podIn("default", buildStoreStatefulSet(cb, "img", 3).Spec.Template.Labels),
 		"mc master":           podIn("default", buildMasterDeployment(cb, "img").Spec.Template.Labels),
 		"mc flush job":        podIn("default", flush.Spec.Template.Labels),
 		"operator":            podIn(testOperatorNS, OperatorPodLabels),

@@ -126,7 +126,15 @@ type ManagedMooncake struct {
 }
 
 // StorePods are dedicated Mooncake store pods.
+// +kubebuilder:validation:XValidation:rule="!has(self.rdmaDevices) || size(self.rdmaDevices) == 0 || (has(self.protocol) && self.protocol == 'rdma')",message="spec.mooncake.managed.store.rdmaDevices is only used with protocol rdma: set spec.mooncake.managed.store.protocol to rdma, or remove rdmaDevices"
 type StorePods struct {
+	// image runs mooncake_store_service in the store pods; empty means spec.mooncake.managed.image.
+	// A store image of its own lets the store pods roll (one at a time, drained first) without
+	// the master, whose restart forgets every object unless it runs with HA.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
 	// replicas is the number of store pods.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
@@ -138,7 +146,42 @@ type StorePods struct {
 	// +required
 	SegmentSize resource.Quantity `json:"segmentSize"`
 
-	// resources of each store pod; memory must cover segmentSize.
+	// localBufferSize is the memory each store pod's Mooncake client registers for its own
+	// transfers (MOONCAKE_LOCAL_BUFFER_SIZE), besides the segment. Mooncake's default is 1Gi.
+	// +optional
+	LocalBufferSize *resource.Quantity `json:"localBufferSize,omitempty"`
+
+	// protocol is the transfer protocol of the store pods (MOONCAKE_PROTOCOL). With rdma the
+	// pods get the IPC_LOCK capability and the node's /dev/infiniband, which only the privileged
+	// Pod Security level admits; the RDMA network devices themselves come from
+	// resources (a device plugin's resource) or the node.
+	// +kubebuilder:default=tcp
+	// +optional
+	Protocol TransferProtocol `json:"protocol,omitempty"`
+
+	// rdmaDevices are the RDMA devices the store pods use, such as mlx5_0 (MOONCAKE_DEVICE,
+	// joined with commas). Empty lets Mooncake discover them. Only with protocol rdma.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9][A-Za-z0-9_.:-]*$`
+	// +listType=atomic
+	// +optional
+	RDMADevices []string `json:"rdmaDevices,omitempty"`
+
+	// drainTimeoutSeconds bounds how long the operator waits for the master to move a store
+	// pod's objects to the other store pods before it replaces the pod anyway (a roll to a new
+	// image or template, or a scale down). What is left on the pod then is lost: objects read
+	// without pause (each read renews a lease that holds the object where it is) and objects no
+	// other segment has room for.
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	DrainTimeoutSeconds int32 `json:"drainTimeoutSeconds,omitempty"`
+
+	// resources of each store pod, for the store process itself: the operator adds segmentSize
+	// and localBufferSize to the memory request (256Mi for the process when no memory request is
+	// set), and to the memory limit when one is set.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 }
@@ -174,6 +217,22 @@ const (
 	ReasonHealthy           = "Healthy"
 	// ReasonListTruncated: a status list reached its bound; the rest is counted, not listed.
 	ReasonListTruncated = "ListTruncated"
+)
+
+// Store pod condition type and reasons.
+const (
+	// ConditionStoresCurrent is True when every store pod runs the current template and the
+	// store runs as many pods as spec.mooncake.managed.store.replicas asks.
+	ConditionStoresCurrent = "StoresCurrent"
+
+	ReasonStoresCurrent = "StoresCurrent"
+	// ReasonStoreDraining: the master moves a store pod's objects to the others before the pod
+	// is replaced or removed.
+	ReasonStoreDraining = "StoreDraining"
+	// ReasonStoreWaiting: the roll waits for store pods to be created or become Ready.
+	ReasonStoreWaiting = "StoreWaiting"
+	// ReasonStoreReplacing: a drained store pod is being deleted.
+	ReasonStoreReplacing = "StoreReplacing"
 )
 
 // CacheBackendStatus is the observed state of a CacheBackend.
@@ -234,6 +293,15 @@ type CacheBackendStatus struct {
 	// +optional
 	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
 
+	// storePods counts the managed store pods, when the backend runs them.
+	// +optional
+	StorePods *StorePodsStatus `json:"storePods,omitempty"`
+
+	// storeRollout is the store pod the master is draining before the operator replaces or
+	// removes it, while there is one.
+	// +optional
+	StoreRollout *StoreRollout `json:"storeRollout,omitempty"`
+
 	// namespaces are the key prefixes in use and the deployments that use each: at most 256 of
 	// them, in name order; namespaceCount says how many there are.
 	// +kubebuilder:validation:MaxItems=256
@@ -256,6 +324,61 @@ const (
 	// MaxListedDeployments bounds status.namespaces[].deployments.
 	MaxListedDeployments = 64
 )
+
+// StorePodsStatus counts the managed store pods.
+type StorePodsStatus struct {
+	// replicas is the number of store pods that exist, one more than asked for while a roll
+	// runs.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Replicas int32 `json:"replicas"`
+
+	// ready is the number of store pods that are Ready (their segment is mounted and the master
+	// answers them).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Ready int32 `json:"ready"`
+
+	// updated is the number of store pods that run the current template.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Updated int32 `json:"updated"`
+}
+
+// StoreRollout is a store pod being drained.
+type StoreRollout struct {
+	// pod is the store pod being drained.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Pod string `json:"pod"`
+
+	// reason is why it goes: Roll (it runs an older template) or ScaleDown.
+	// +kubebuilder:validation:Enum=Roll;ScaleDown
+	// +required
+	Reason string `json:"reason"`
+
+	// jobID is the master's drain job, when the operator knows it.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	JobID string `json:"jobID,omitempty"`
+
+	// startTime is when the drain began; the pod is replaced anyway drainTimeoutSeconds later.
+	// +required
+	StartTime metav1.Time `json:"startTime"`
+
+	// movedObjects is how many objects the drain job has moved to other segments so far.
+	// +optional
+	MovedObjects int64 `json:"movedObjects,omitempty"`
+
+	// movedBytes is how many bytes the drain job has moved to other segments so far.
+	// +optional
+	MovedBytes int64 `json:"movedBytes,omitempty"`
+
+	// blockedObjects are objects the drain cannot move yet: under a read lease, being written,
+	// or with no other segment to take them.
+	// +optional
+	BlockedObjects int64 `json:"blockedObjects,omitempty"`
+}
 
 // BackendEndpoints are the addresses of a store.
 type BackendEndpoints struct {

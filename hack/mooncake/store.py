@@ -9,6 +9,7 @@ client SGLang's HiCache backend uses. Run it with the interpreter of bin/mooncak
     store.py --master 127.0.0.1:50051 put --size 4096 --keys-file keys.txt
     store.py --admin-url http://127.0.0.1:9003 list [--prefix P]
     store.py --master 127.0.0.1:50051 exists --key a                      # prints {"exists": N}
+    store.py --master 127.0.0.1:50051 verify --size 4096 --keys-file k   # prints {"verified": N, ...}
     store.py --master 127.0.0.1:50051 remove-regex '^hc-abc_' --force    # prints {"removed": N}
     store.py --master 127.0.0.1:50051 remove-all --force                 # prints {"removed": N}
 
@@ -123,15 +124,17 @@ def read_keys(args):
     if args.keys_file:
         with (sys.stdin if args.keys_file == "-" else open(args.keys_file)) as f:
             keys.extend(line.strip() for line in f if line.strip())
-    if not keys and args.cmd in ("put", "exists"):
+    if not keys and args.cmd in ("put", "exists", "verify"):
         raise Failure("no keys given: pass --key K (repeatable) or --keys-file FILE")
     return keys
 
 
 def put_keys(store, keys, size):
     value = b"\xa5" * size
-    for i in range(0, len(keys), BATCH):
-        chunk = keys[i : i + BATCH]
+    # A batch is staged in the client's local buffer (put_buffer_size): keep it within half.
+    batch = max(1, min(BATCH, put_buffer_size(size) // (2 * size)))
+    for i in range(0, len(keys), batch):
+        chunk = keys[i : i + batch]
         rc = store.put_batch(chunk, [value] * len(chunk))
         if rc != 0:
             # Find the key that failed for a useful message.
@@ -140,6 +143,11 @@ def put_keys(store, keys, size):
                 if krc != 0:
                     raise Failure("put %r (%d bytes) failed: %s" % (key, size, describe(krc)))
             raise Failure("put_batch failed: %s" % describe(rc))
+
+
+def put_buffer_size(size):
+    """The local buffer of a client that puts or reads objects of size bytes."""
+    return max(16 * MIB, size * 2)
 
 
 def segment_for(keys, size, requested):
@@ -151,7 +159,7 @@ def segment_for(keys, size, requested):
 
 def cmd_put(args):
     keys = read_keys(args)
-    store = connect(args, args.segment_size or 0, max(16 * MIB, args.size * 2))
+    store = connect(args, args.segment_size or 0, put_buffer_size(args.size))
     try:
         put_keys(store, keys, args.size)
     finally:
@@ -164,7 +172,7 @@ def cmd_serve(args):
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    store = connect(args, segment_for(keys, args.size, args.segment_size), max(16 * MIB, args.size * 2))
+    store = connect(args, segment_for(keys, args.size, args.segment_size), put_buffer_size(args.size))
     try:
         put_keys(store, keys, args.size)
         print("ready %d" % len(keys), flush=True)
@@ -189,6 +197,26 @@ def cmd_exists(args):
     if bad:
         raise Failure("is_exist(%r) failed: %s" % (bad[0][0], describe(bad[0][1])))
     print(json.dumps({"exists": sum(1 for r in results if r == 1)}), flush=True)
+
+
+def cmd_verify(args):
+    """Reads keys back and checks they hold what put wrote (--size bytes of 0xa5 each)."""
+    keys = read_keys(args)
+    store = connect(args, 0, put_buffer_size(args.size))
+    verified = missing = wrong = 0
+    try:
+        expect = b"\xa5" * args.size
+        for key in keys:
+            value = store.get(key)
+            if not value:
+                missing += 1
+            elif value != expect:
+                wrong += 1
+            else:
+                verified += 1
+    finally:
+        store.close()
+    print(json.dumps({"verified": verified, "missing": missing, "wrong": wrong}), flush=True)
 
 
 def admin_keys(admin_url):
@@ -267,6 +295,12 @@ def parse(argv):
     s.add_argument("--key", action="append", help="object key (repeatable)")
     s.add_argument("--keys-file", help="file with one key per line ('-' for stdin)")
 
+    s = sub.add_parser("verify", help="read keys back and check their bytes (grants each a read lease)")
+    s.set_defaults(fn=cmd_verify)
+    s.add_argument("--key", action="append", help="object key (repeatable)")
+    s.add_argument("--keys-file", help="file with one key per line ('-' for stdin)")
+    s.add_argument("--size", type=int, default=1024, help="bytes put per object (default 1024)")
+
     s = sub.add_parser("list")
     s.set_defaults(fn=cmd_list)
     s.add_argument("--prefix", default="")
@@ -285,7 +319,7 @@ def parse(argv):
 def main(argv=None):
     args = parse(argv)
     try:
-        if args.cmd in ("put", "serve") and args.size <= 0:
+        if args.cmd in ("put", "serve", "verify") and args.size <= 0:
             raise Failure("--size must be positive")
         args.fn(args)
     except Failure as e:

@@ -156,6 +156,15 @@ func (n *RealNode) Images(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
+// TagImage gives an image of the node's containerd a second name, as a registry would serve a
+// new tag of the same image: pods that name it run the same bytes under another reference.
+func (n *RealNode) TagImage(ctx context.Context, source, target string) error {
+	if err := run(ctx, n.ctr, "--address", n.ContainerdSocket, "-n", ContainerdNamespace, "images", "tag", "--force", source, target); err != nil {
+		return fmt.Errorf("tag the real node's image %s as %s: %w", source, target, err)
+	}
+	return nil
+}
+
 // DialContext connects from inside the node's network namespace, where pod IPs, Service
 // ClusterIPs (through kube-proxy's rules) and the node's own ports are reachable. Use it
 // as an http.Transport's DialContext to talk to a pod from a test.

@@ -272,12 +272,20 @@ func (c *Client) getJSON(ctx context.Context, path string, limit int64) ([]byte,
 // including a connection lost while read runs, become *UnreachableError; other statuses
 // *HTTPError; a *ProtocolError from read gets the URL.
 func (c *Client) stream(ctx context.Context, method, path string, q url.Values, read func(io.Reader) error) (string, error) {
+	return c.streamBody(ctx, method, path, q, nil, read)
+}
+
+// streamBody is stream with a JSON request body (none when body is nil).
+func (c *Client) streamBody(ctx context.Context, method, path string, q url.Values, body io.Reader, read func(io.Reader) error) (string, error) {
 	u := c.url(path, q).String()
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return u, fmt.Errorf("building the request %s %s: %w", method, u, err)
 	}
 	req.Header.Set("Accept", "application/json, text/plain")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return u, c.transportError(ctx, method, u, err)

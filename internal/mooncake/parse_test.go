@@ -472,3 +472,49 @@ func TestNewClient(t *testing.T) {
 		})
 	}
 }
+
+func TestParseDrainJobs(t *testing.T) {
+	created := `{"success":true,"job_id":"4272827531265161503-12470691383768981909","status":"CREATED","error_code":0,"error_message":""}`
+	if id, err := ParseCreateDrainJob([]byte(created)); err != nil || id != "4272827531265161503-12470691383768981909" {
+		t.Errorf("ParseCreateDrainJob = %q, %v", id, err)
+	}
+	// Seen from mooncake_master 0.3.13.post1 while a drain ran.
+	running := `{"success":true,"job_id":"4272827531265161503-12470691383768981909","type":0,"type_name":"DRAIN","status":2,"status_name":"RUNNING","created_at_ms_epoch":1796134295767,"last_updated_at_ms_epoch":1796134297047,"segments":["127.0.0.1:13678"],"succeeded_units":4,"failed_units":1,"blocked_units":2,"active_units":4,"migrated_bytes":1048576,"message":"Drain job running","error_code":0,"error_message":""}`
+	want := DrainJob{ID: "4272827531265161503-12470691383768981909", Status: DrainRunning, Segments: []string{"127.0.0.1:13678"},
+		Succeeded: 4, Failed: 1, Blocked: 2, Active: 4, MovedBytes: 1 << 20}
+	got, err := ParseDrainJob([]byte(running))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ParseDrainJob (-want +got):\n%s", diff)
+	}
+	if got.Finished() {
+		t.Error("a RUNNING job is not finished")
+	}
+	for name, tc := range map[string]struct {
+		body          string
+		query, create bool // which parsers must refuse it
+	}{
+		"not json":          {`Drain job running`, true, true},
+		"failure":           {`{"success":false,"error_code":-1010,"error_message":"x"}`, true, true},
+		"bad id":            {`{"success":true,"job_id":"<script>","status_name":"RUNNING","succeeded_units":0}`, true, true},
+		"no counts":         {`{"success":true,"job_id":"1-2","status_name":"RUNNING"}`, true, false},
+		"negative count":    {`{"success":true,"job_id":"1-2","status_name":"RUNNING","succeeded_units":-1}`, true, false},
+		"create without id": {`{"success":true,"status":"CREATED"}`, true, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var pe *ProtocolError
+			if _, err := ParseDrainJob([]byte(tc.body)); tc.query && !errors.As(err, &pe) {
+				t.Errorf("ParseDrainJob: %v; want a *ProtocolError", err)
+			}
+			if _, err := ParseCreateDrainJob([]byte(tc.body)); tc.create && !errors.As(err, &pe) {
+				t.Errorf("ParseCreateDrainJob: %v; want a *ProtocolError", err)
+			}
+		})
+	}
+	unknown, err := ParseDrainJob([]byte(`{"success":true,"job_id":"1-2","status_name":"SOMETHING_NEW","succeeded_units":0}`))
+	if err != nil || unknown.Status != "" {
+		t.Errorf("a status this release does not know: %+v, %v; want an empty status", unknown, err)
+	}
+}

@@ -269,6 +269,16 @@ apiVersion: hicache.io/v1alpha1
 kind: CacheBackend
 metadata: {name: evict}
 spec: {mooncake: {managed: {evictionRatio: "1.5"}}}`},
+		{Name: "store pods with RDMA devices over tcp", Want: "spec.mooncake.managed.store.rdmaDevices is only used with protocol rdma", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: rdmadevices}
+spec: {mooncake: {managed: {store: {segmentSize: 1Gi, rdmaDevices: [mlx5_0]}}}}`},
+		{Name: "store pods with a drain timeout below 10 s", Want: "spec.mooncake.managed.store.drainTimeoutSeconds: Invalid value: 1: spec.mooncake.managed.store.drainTimeoutSeconds in body should be greater than or equal to 10", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: draintimeout}
+spec: {mooncake: {managed: {store: {segmentSize: 1Gi, drainTimeoutSeconds: 1}}}}`},
 		{Name: "namespace flush without a prefix", Want: "spec.namespace (the key prefix to remove) is required when scope is Namespace", Doc: `
 apiVersion: hicache.io/v1alpha1
 kind: CacheFlush

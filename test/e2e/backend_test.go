@@ -146,12 +146,12 @@ spec:
 	if len(np.Spec.Ingress) != 2 || np.Spec.Ingress[0].From[0].PodSelector.MatchLabels["hicache.io/backend"] != "store" {
 		t.Errorf("network policy ingress %+v: want RPC from the backend's users and admin from the operator", np.Spec.Ingress)
 	}
-	var store appsv1.Deployment
+	var store appsv1.StatefulSet
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "store-store"}, &store); err != nil {
 		t.Fatal(err)
 	}
-	if *store.Spec.Replicas != 2 {
-		t.Errorf("%d store pods, want 2", *store.Spec.Replicas)
+	if *store.Spec.Replicas != 2 || store.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
+		t.Errorf("%d store pods, update strategy %s; want 2, replaced only by the operator (OnDelete)", *store.Spec.Replicas, store.Spec.UpdateStrategy.Type)
 	}
 	if v, _ := envValue(store.Spec.Template.Spec.Containers[0], "MOONCAKE_GLOBAL_SEGMENT_SIZE"); v != "8589934592" {
 		t.Errorf("store segment size %q, want 8Gi in bytes", v)

@@ -40,7 +40,7 @@ func realNodePlacement() *hicachev1alpha1.BackendPlacement {
 // managedBackend creates a managed CacheBackend with stores store pods of segment bytes each, on
 // the real node, in the image the chart's defaults.mooncakeImage names, and waits until it is
 // Ready.
-func managedBackend(t *testing.T, ns string, stores int32, segment string) *hicachev1alpha1.CacheBackend {
+func managedBackend(t *testing.T, ns string, stores int32, segment string, change ...func(*hicachev1alpha1.CacheBackend)) *hicachev1alpha1.CacheBackend {
 	t.Helper()
 	cb := &hicachev1alpha1.CacheBackend{
 		ObjectMeta: metav1.ObjectMeta{Name: backendName, Namespace: ns},
@@ -51,6 +51,9 @@ func managedBackend(t *testing.T, ns string, stores int32, segment string) *hica
 				Store: &hicachev1alpha1.StorePods{Replicas: ptr.To(stores), SegmentSize: resource.MustParse(segment)},
 			}},
 		},
+	}
+	for _, c := range change {
+		c(cb)
 	}
 	began := time.Now()
 	if err := k8s.Create(context.Background(), cb); err != nil {
@@ -142,6 +145,13 @@ func countKeys(t *testing.T, ns, prefix string) int64 {
 // the master by its Service name. The objects live in the store pods' segments.
 func putKeys(t *testing.T, ns, name string, keys []string, size int) {
 	t.Helper()
+	storeJob(t, ns, name, keys, "put", "--size", strconv.Itoa(size))
+}
+
+// storeJob runs hack/mooncake/store.py with a command and its arguments (the keys in a file
+// given as --keys-file) in a Job on the real node, waits for it to succeed and returns its log.
+func storeJob(t *testing.T, ns, name string, keys []string, command ...string) string {
+	t.Helper()
 	ctx := context.Background()
 	script, err := os.ReadFile(filepath.Join(repoRoot(), "hack", "mooncake", "store.py"))
 	if err != nil {
@@ -153,6 +163,7 @@ func putKeys(t *testing.T, ns, name string, keys []string, size int) {
 		t.Fatal(err)
 	}
 	master := fmt.Sprintf("%s-master.%s.svc:%d", backendName, ns, 50051)
+	args := append(append([]string{"python3", "/scripts/store.py", "--master", master}, command...), "--keys-file", "/scripts/keys.txt")
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: batchv1.JobSpec{
@@ -166,9 +177,8 @@ func putKeys(t *testing.T, ns, name string, keys []string, size int) {
 					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 				},
 				Containers: []corev1.Container{{
-					Name: "put", Image: images.Mooncake, ImagePullPolicy: corev1.PullNever,
-					Command: []string{"python3", "/scripts/store.py", "--master", master,
-						"put", "--size", strconv.Itoa(size), "--keys-file", "/scripts/keys.txt"},
+					Name: command[0], Image: images.Mooncake, ImagePullPolicy: corev1.PullNever,
+					Command:      args,
 					VolumeMounts: []corev1.VolumeMount{{Name: "scripts", MountPath: "/scripts"}},
 					SecurityContext: &corev1.SecurityContext{
 						AllowPrivilegeEscalation: ptr.To(false),
@@ -183,7 +193,7 @@ func putKeys(t *testing.T, ns, name string, keys []string, size int) {
 	if err := k8s.Create(ctx, job); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 2*time.Minute, fmt.Sprintf("the client Job %s put %d keys", name, len(keys)), func() (bool, string) {
+	testutil.Eventually(t, 2*time.Minute, fmt.Sprintf("the client Job %s (%s of %d keys) succeeded", name, command[0], len(keys)), func() (bool, string) {
 		var j batchv1.Job
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), &j); err != nil {
 			return false, err.Error()
@@ -198,6 +208,7 @@ func putKeys(t *testing.T, ns, name string, keys []string, size int) {
 		}
 		return false, fmt.Sprintf("%+v", j.Status)
 	})
+	return jobLog(t, ns, name)
 }
 
 // jobLog is the log of a Job's pods.
@@ -238,6 +249,19 @@ func TestManagedBackendRunsOnTheRealNode(t *testing.T) {
 		if !podReady(&master) || master.Spec.Containers[0].ReadinessProbe == nil {
 			t.Errorf("the master pod is not Ready by a readiness probe: %+v", master.Status.Conditions)
 		}
+		// A store pod is Ready by its Mooncake client's /health: its segment is mounted and the
+		// master answers it.
+		testutil.Eventually(t, time.Minute, "the store pods Ready by their probe", func() (bool, string) {
+			for _, p := range backendPods(t, ns, "store") {
+				if p.Spec.Containers[0].ReadinessProbe == nil || p.Spec.Containers[0].ReadinessProbe.HTTPGet == nil {
+					t.Fatalf("store pod %s has no HTTP readiness probe", p.Name)
+				}
+				if !podReady(&p) {
+					return false, p.Name + " not Ready"
+				}
+			}
+			return true, ""
+		})
 	})
 
 	t.Run("the operator reaches the master by its Service name", func(t *testing.T) {
@@ -262,19 +286,24 @@ func TestManagedBackendRunsOnTheRealNode(t *testing.T) {
 	})
 
 	t.Run("the backend's pods are admitted under the restricted level", func(t *testing.T) {
-		for _, d := range []string{backendName + "-master", backendName + "-store"} {
-			var dep appsv1.Deployment
-			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: d}, &dep); err != nil {
-				t.Fatal(err)
+		var dep appsv1.Deployment
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: backendName + "-master"}, &dep); err != nil {
+			t.Fatal(err)
+		}
+		if dep.Status.ReadyReplicas != ptr.Deref(dep.Spec.Replicas, 1) {
+			t.Errorf("Deployment %s: %d of %d replicas ready in a namespace enforcing %s", dep.Name, dep.Status.ReadyReplicas, ptr.Deref(dep.Spec.Replicas, 1), restricted)
+		}
+		for _, c := range dep.Status.Conditions {
+			if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+				t.Errorf("Deployment %s: %s", dep.Name, c.Message)
 			}
-			if dep.Status.ReadyReplicas != ptr.Deref(dep.Spec.Replicas, 1) {
-				t.Errorf("Deployment %s: %d of %d replicas ready in a namespace enforcing %s", d, dep.Status.ReadyReplicas, ptr.Deref(dep.Spec.Replicas, 1), restricted)
-			}
-			for _, c := range dep.Status.Conditions {
-				if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
-					t.Errorf("Deployment %s: %s", d, c.Message)
-				}
-			}
+		}
+		var sts appsv1.StatefulSet
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: backendName + "-store"}, &sts); err != nil {
+			t.Fatal(err)
+		}
+		if sts.Status.ReadyReplicas != ptr.Deref(sts.Spec.Replicas, 1) {
+			t.Errorf("StatefulSet %s: %d of %d replicas ready in a namespace enforcing %s", sts.Name, sts.Status.ReadyReplicas, ptr.Deref(sts.Spec.Replicas, 1), restricted)
 		}
 	})
 }
