@@ -73,12 +73,10 @@ type storeObserved struct {
 	timeout time.Duration
 }
 
-// storeActionKind is what the executor does to one pod.
+// storeActionKind is what the executor does to one pod ("" for nothing this time).
 type storeActionKind string
 
 const (
-	// storeNone: nothing to do to a pod this time.
-	storeNone storeActionKind = ""
 	// storeDrain asks the master to drain the pod's segments.
 	storeDrain storeActionKind = "Drain"
 	// storeDelete deletes the pod (the StatefulSet recreates it in the current template).

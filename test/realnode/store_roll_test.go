@@ -48,7 +48,7 @@ func TestStoreImageBumpRollsWithoutEmptyingTheCache(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "storeroll", restricted)
 	const stores = 3
-	cb := managedBackend(t, ns, stores, "64Mi", func(cb *hicachev1alpha1.CacheBackend) {
+	managedBackend(t, ns, stores, "64Mi", func(cb *hicachev1alpha1.CacheBackend) {
 		s := cb.Spec.Mooncake.Managed.Store
 		s.Image = images.Mooncake
 		s.LocalBufferSize = ptr.To(resource.MustParse("32Mi"))
@@ -85,7 +85,7 @@ func TestStoreImageBumpRollsWithoutEmptyingTheCache(t *testing.T) {
 		defer close(done)
 		watchStoreRoll(t, ns, obs, began, stop)
 	}()
-	cb = getBackend(t, ns)
+	cb := getBackend(t, ns)
 	patch := client.MergeFrom(cb.DeepCopy())
 	cb.Spec.Mooncake.Managed.Store.Image = bumped
 	if err := k8s.Patch(ctx, cb, patch); err != nil {
