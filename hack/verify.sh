@@ -7,7 +7,7 @@ cd "${ROOT}"
 
 GENERATED=(api/v1alpha1/zz_generated.deepcopy.go config/crd config/rbac/role.yaml charts/hicache-operator/crds
            charts/hicache-operator/templates/manager-clusterrole.yaml charts/hicache-operator/templates/flush-override.yaml
-           internal/sglang/argspec/sglang-args.json
+           internal/sglang/argspec/sglang-args.json internal/router/router-args.json
            docs/reference/api.md)
 before=$(mktemp -d)
 trap 'rm -rf "${before}"' EXIT
@@ -18,6 +18,7 @@ done
 echo "verify: regenerating"
 make -s generate >/dev/null
 [[ -x hack/sglang-args.sh ]] && hack/sglang-args.sh >/dev/null
+[[ -x hack/router-args.sh ]] && hack/router-args.sh 2>/dev/null
 [[ -x hack/api-docs.sh ]] && hack/api-docs.sh >/dev/null
 
 fail=0

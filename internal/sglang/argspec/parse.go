@@ -43,13 +43,15 @@ type Problem struct {
 	Allowed []string
 	// Detail is the expected type or value count.
 	Detail string
+	// Program is the program whose table found the problem; empty means sglang.
+	Program string
 }
 
 func (p Problem) Error() string {
 	allowed := strings.Join(p.Allowed, ", ")
 	switch p.Kind {
 	case UnknownFlag:
-		return fmt.Sprintf("unknown flag %s: the pinned sglang release has no such argument; remove it or check its spelling", p.Flag)
+		return fmt.Sprintf("unknown flag %s: the pinned %s release has no such argument; remove it or check its spelling", p.Flag, programOr(p.Program))
 	case AmbiguousFlag:
 		return fmt.Sprintf("flag %s is an ambiguous abbreviation of %s; write the full flag", p.Flag, allowed)
 	case MissingValue:
@@ -74,8 +76,9 @@ func (p Problem) Error() string {
 
 // ValidationError lists every problem found in a command line.
 type ValidationError struct {
-	// Version is the sglang release the command line was checked against.
+	// Version is the release the command line was checked against, of Program (empty: sglang).
 	Version  string
+	Program  string
 	Problems []Problem
 }
 
@@ -84,7 +87,7 @@ func (e *ValidationError) Error() string {
 	for _, p := range e.Problems {
 		lines = append(lines, p.Error())
 	}
-	return fmt.Sprintf("the command line would be refused by sglang %s: %s", e.Version, strings.Join(lines, "; "))
+	return fmt.Sprintf("the command line would be refused by %s %s: %s", programOr(e.Program), e.Version, strings.Join(lines, "; "))
 }
 
 // Unwrap exposes each problem to errors.Is and errors.As.
@@ -265,7 +268,12 @@ func (s *Spec) Parse(args []string) ([]Occurrence, error) {
 		}
 	}
 	if len(problems) > 0 {
-		return found, &ValidationError{Version: s.version, Problems: problems}
+		if s.program != "" {
+			for i := range problems {
+				problems[i].Program = s.program
+			}
+		}
+		return found, &ValidationError{Version: s.version, Program: s.program, Problems: problems}
 	}
 	return found, nil
 }
@@ -279,4 +287,12 @@ func nargsNeed(n Nargs) string {
 	default:
 		return fmt.Sprintf("needs %d values", n.Min)
 	}
+}
+
+// programOr is the program named in messages: sglang unless the table names another.
+func programOr(p string) string {
+	if p == "" {
+		return "sglang"
+	}
+	return p
 }

@@ -88,6 +88,8 @@ type Argument struct {
 
 // Spec is the argument table of one sglang release.
 type Spec struct {
+	// program is the program the table describes when it is not sglang (the router's is smg).
+	program   string
 	version   string
 	arguments []Argument
 	byFlag    map[string]int
@@ -95,8 +97,11 @@ type Spec struct {
 }
 
 type specJSON struct {
-	Version   string         `json:"sglang_version"`
-	Arguments []argumentJSON `json:"arguments"`
+	Version string `json:"sglang_version"`
+	// Program and ProgramVersion name another program's table (the router's).
+	Program        string         `json:"program"`
+	ProgramVersion string         `json:"version"`
+	Arguments      []argumentJSON `json:"arguments"`
 }
 
 type argumentJSON struct {
@@ -135,10 +140,13 @@ func FromJSON(data []byte) (*Spec, error) {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("the sglang argument table is not valid JSON: %w", err)
 	}
+	if doc.Program != "" {
+		doc.Version = doc.ProgramVersion
+	}
 	if doc.Version == "" {
 		return nil, fmt.Errorf("the sglang argument table has no sglang_version")
 	}
-	s := &Spec{version: doc.Version, byFlag: map[string]int{}}
+	s := &Spec{program: doc.Program, version: doc.Version, byFlag: map[string]int{}}
 	for i, a := range doc.Arguments {
 		arg, err := a.toArgument()
 		if err != nil {
@@ -251,8 +259,11 @@ func parseChoices(raw json.RawMessage) ([]string, bool, error) {
 	return out, false, nil
 }
 
-// Version is the sglang release the table was read from.
+// Version is the release the table was read from.
 func (s *Spec) Version() string { return s.version }
+
+// Program is the program the table describes: "sglang", or the one the table names.
+func (s *Spec) Program() string { return programOr(s.program) }
 
 // Arguments returns every argument of the release, sorted by canonical flag.
 func (s *Spec) Arguments() []Argument { return slices.Clone(s.arguments) }
