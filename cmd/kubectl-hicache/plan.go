@@ -13,6 +13,7 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/cache"
+	"github.com/hicache-io/hicache-operator/internal/hfcli"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
 )
@@ -95,6 +96,14 @@ type planReport struct {
 	Warnings []string     `json:"warnings,omitempty"`
 	Storage  *storageInfo `json:"storage,omitempty"`
 	Layout   layoutReport `json:"layout"`
+	// Weights says where the server finds the model's weights; Download is the init container's
+	// command line of a hub source.
+	Weights  string   `json:"weights"`
+	Download []string `json:"download,omitempty"`
+	// StartupSeconds is how long a rank may take to start serving, and StartupRule where the
+	// figure comes from.
+	StartupSeconds int32  `json:"startupSeconds"`
+	StartupRule    string `json:"startupRule"`
 	// Command is the SGLang command line every rank of a group runs, with placeholders for
 	// what only the cluster knows (the master's address, the leader's name, the node rank).
 	Command []string `json:"command"`
@@ -282,6 +291,15 @@ func newPlanReport(it loaded, r *resolve.Resolved) (planReport, error) {
 		rep.Warnings = append(rep.Warnings, w.Message)
 	}
 	rep.Storage = newStorageInfo(spec.Storage, r)
+	model, err := resolve.Model(spec)
+	if err != nil {
+		return rep, err
+	}
+	rep.Weights = model.Describe()
+	if src := spec.Model.Source; src != nil && src.Hub != nil {
+		rep.Download = hfcli.DownloadCommand(src.Hub.Repo, spec.Model.Revision, model.Path)
+	}
+	rep.StartupSeconds, rep.StartupRule = resolve.StartupBudget(spec, r)
 	for _, name := range slices.Sorted(maps.Keys(r.Facts)) {
 		rep.Layout.Facts = append(rep.Layout.Facts, factReport{Name: name, Label: cache.FactLabel(name), Value: r.Facts[name]})
 	}
@@ -325,6 +343,11 @@ func writePlan(w io.Writer, p *planReport) error {
 	fmt.Fprintf(tw, "Profile:\t%s\n", profile)
 	fmt.Fprintf(tw, "Attention:\t%s\n", p.Attention)
 	fmt.Fprintf(tw, "Draft:\t%s\n", p.Draft)
+	fmt.Fprintf(tw, "Weights:\t%s\n", p.Weights)
+	if len(p.Download) > 0 {
+		fmt.Fprintf(tw, "Download:\t%s (init container, serving image)\n", strings.Join(p.Download, " "))
+	}
+	fmt.Fprintf(tw, "Startup budget:\t%d s (%s)\n", p.StartupSeconds, p.StartupRule)
 	if len(p.Roles) > 0 {
 		if err := writeRoles(w, tw, p); err != nil {
 			return err

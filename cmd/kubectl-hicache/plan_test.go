@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
+	"github.com/hicache-io/hicache-operator/internal/hfcli"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
 	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
 )
@@ -327,4 +328,56 @@ func TestPlanCommandLineIsAcceptedBySGLang(t *testing.T) {
 			t.Errorf("plan output lacks %q", want)
 		}
 	}
+}
+
+// plan shows where the weights come from, the hub download the pods will run (a line the pinned
+// hub CLI accepts) and the startup budget.
+func TestPlanShowsTheWeightsAndTheStartupBudget(t *testing.T) {
+	doc := `apiVersion: hicache.io/v1alpha1
+kind: HiCacheDeployment
+metadata: {name: dsv4}
+spec:
+  model:
+    revision: 5b0c7e2
+    weightsSize: 700Gi
+    source: {hub: {repo: deepseek-ai/DeepSeek-V4, tokenSecretRef: {name: hf-token, key: token}}}
+  profile: DeepSeekV4
+  topology: {tensorParallel: 16, gpusPerNode: 8}
+`
+	pl := planOf(t, "-f", writeFile(t, "hub.yaml", doc))
+	if len(pl.Deployments) != 1 {
+		t.Fatalf("%d deployments planned", len(pl.Deployments))
+	}
+	d := pl.Deployments[0]
+	cli, err := hfcli.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.Validate(d.Download); err != nil {
+		t.Errorf("download %q: %v", d.Download, err)
+	}
+	if !strings.Contains(d.Weights, "hub deepseek-ai/DeepSeek-V4") || !strings.Contains(d.Weights, "Secret hf-token key token") {
+		t.Errorf("weights %q", d.Weights)
+	}
+	if d.StartupSeconds != 5850 || !strings.Contains(d.StartupRule, "spec.model.weightsSize 700Gi") {
+		t.Errorf("startup %d s (%s), want 5850 s from spec.model.weightsSize", d.StartupSeconds, d.StartupRule)
+	}
+	if got, _ := flagAfter(d.Command, "--model-path"); got != "/models/deepseek-ai/DeepSeek-V4" {
+		t.Errorf("--model-path %q", got)
+	}
+	text := runPlugin(t, "", "plan", "-f", writeFile(t, "hub.yaml", doc)).mustSucceed(t).stdout
+	for _, want := range []string{"Weights:", "Download:        hf download deepseek-ai/DeepSeek-V4 --revision 5b0c7e2", "Startup budget:  5850 s"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("plan lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+func flagAfter(argv []string, flag string) (string, bool) {
+	for i, a := range argv {
+		if a == flag && i+1 < len(argv) {
+			return argv[i+1], true
+		}
+	}
+	return "", false
 }

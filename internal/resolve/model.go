@@ -88,3 +88,22 @@ func cleanSubPath(sub string) (string, error) {
 
 // HubDownloadDir is where a hub repository is downloaded, below the model mount.
 func HubDownloadDir(repo string) string { return path.Join(hicachev1alpha1.ModelMountPath, repo) }
+
+// Describe says in words where the server finds the weights.
+func (m ModelPlacement) Describe() string {
+	src := m.Source
+	switch {
+	case src == nil:
+		return fmt.Sprintf("spec.model.path %s, passed to --model-path as it is (in the image, or downloaded by SGLang)", m.Path)
+	case src.PVC != nil:
+		return fmt.Sprintf("claim %s mounted read-only at %s; --model-path %s", src.PVC.ClaimName, hicachev1alpha1.ModelMountPath, m.Path)
+	case src.HostPath != nil:
+		return fmt.Sprintf("node directory %s mounted read-only at %s; --model-path %s", src.HostPath.Path, hicachev1alpha1.ModelMountPath, m.Path)
+	default:
+		token := "no token"
+		if ref := src.Hub.TokenSecretRef; ref != nil {
+			token = fmt.Sprintf("token from Secret %s key %s as HF_TOKEN", ref.Name, ref.Key)
+		}
+		return fmt.Sprintf("hub %s downloaded at each pod's start into an emptyDir (%s); --model-path %s", src.Hub.Repo, token, m.Path)
+	}
+}
