@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 )
 
 // applier writes desired objects with server-side apply under one field owner, and skips the
@@ -53,15 +55,10 @@ func (a applier) apply(ctx context.Context, obj client.Object, existing client.O
 	return true, nil
 }
 
-// AnnotationAppliedHash is a hash of everything the operator applied to an object, so that a
-// value it stops setting (a flag, a ConfigMap key) is noticed as a change: a comparison of the
-// values it does set cannot see one that is gone.
-const AnnotationAppliedHash = "hicache.io/applied-hash"
-
-// stampAppliedHash sets AnnotationAppliedHash on a desired object.
+// stampAppliedHash sets hicachev1alpha1.AnnotationAppliedHash on a desired object.
 func stampAppliedHash(obj client.Object) error {
 	ann := obj.GetAnnotations()
-	delete(ann, AnnotationAppliedHash)
+	delete(ann, hicachev1alpha1.AnnotationAppliedHash)
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return err
@@ -70,7 +67,7 @@ func stampAppliedHash(obj client.Object) error {
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[AnnotationAppliedHash] = hex.EncodeToString(sum[:8])
+	ann[hicachev1alpha1.AnnotationAppliedHash] = hex.EncodeToString(sum[:8])
 	obj.SetAnnotations(ann)
 	return nil
 }

@@ -3,6 +3,7 @@ package controllers
 import (
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,7 +72,7 @@ func TestDerivative(t *testing.T) {
 		"a label value changed": {desired: svc, existing: func() client.Object {
 			s := asStored(svc)
 			l := s.GetLabels()
-			l[LabelDeployment] = "other"
+			l[hicachev1alpha1.LabelDeployment] = "other"
 			s.SetLabels(l)
 			return s
 		}},
@@ -83,7 +84,7 @@ func TestDerivative(t *testing.T) {
 		"the template hash differs": {desired: sts, existing: func() client.Object {
 			s := asStored(sts)
 			a := s.GetAnnotations()
-			a[AnnotationTemplateHash] = "0000000000000000"
+			a[hicachev1alpha1.AnnotationTemplateHash] = "0000000000000000"
 			s.SetAnnotations(a)
 			return s
 		}},
@@ -99,7 +100,7 @@ func TestDerivative(t *testing.T) {
 		}},
 		"a selector changed": {desired: svc, existing: func() client.Object {
 			s := asStored(svc).(*corev1.Service)
-			s.Spec.Selector[LabelPodIndex] = "1"
+			s.Spec.Selector[appsv1.PodIndexLabel] = "1"
 			return s
 		}},
 		"a target port changed": {desired: svc, existing: func() client.Object {

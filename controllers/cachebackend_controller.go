@@ -351,7 +351,7 @@ func backendLabels(cb *hicachev1alpha1.CacheBackend, component string) map[strin
 		"app.kubernetes.io/instance":   cb.Name,
 		"app.kubernetes.io/component":  component,
 		"app.kubernetes.io/managed-by": FieldOwner,
-		LabelBackend:                   cb.Name,
+		hicachev1alpha1.LabelBackend:   cb.Name,
 	}
 }
 

@@ -88,8 +88,6 @@ func (r *CacheFlushReconciler) lockBackend(cf *hicachev1alpha1.CacheFlush) (unlo
 const (
 	flushBackendIndex = "flush.spec.backendRef.name"
 	flushWaitInterval = 5 * time.Second
-	// annotationAttempt is the attempt a flush Job runs.
-	annotationAttempt = "hicache.io/attempt"
 )
 
 // finished tells whether a flush has reached an end: Complete, or Failed for good.
@@ -517,7 +515,7 @@ func (r *CacheFlushReconciler) attemptJobs(ctx context.Context, cf *hicachev1alp
 		if o := metav1.GetControllerOf(j); o == nil || o.UID != cf.UID || !j.DeletionTimestamp.IsZero() {
 			continue
 		}
-		n, _ := strconv.Atoi(j.Annotations[annotationAttempt])
+		n, _ := strconv.Atoi(j.Annotations[hicachev1alpha1.AnnotationAttempt])
 		jobs = append(jobs, attemptJob{Name: j.Name, Attempt: int32(n), Finished: jobFinished(j)}) //nolint:gosec // attempts are small
 	}
 	sort.Slice(jobs, func(a, b int) bool { return jobs[a].Attempt < jobs[b].Attempt })
@@ -579,17 +577,12 @@ func describeScope(cf *hicachev1alpha1.CacheFlush) string {
 	return "the whole store"
 }
 
-// AnnotationDrainedFor marks a flush asked for by a deployment that stopped its writers to flush
-// its Fixed namespace: the UID of that deployment, whose status claim on the namespace does not
-// count as a use while it drains (its pods do).
-const AnnotationDrainedFor = "hicache.io/drained-for"
-
 // checkInUse holds a flush while any deployment of the store uses its scope, unless
 // spec.allowInUse overrides it (admission lets only holders of the override verb set it). It is
 // checked right before the attempt.
 func (r *CacheFlushReconciler) checkInUse(ctx context.Context, s *flushScope) (step, error) {
 	cf := s.obj
-	scope := storeScope{store: storeIDOf(s.obs.backend), draining: types.UID(cf.Annotations[AnnotationDrainedFor])}
+	scope := storeScope{store: storeIDOf(s.obs.backend), draining: types.UID(cf.Annotations[hicachev1alpha1.AnnotationDrainedFor])}
 	if cf.Spec.Scope == hicachev1alpha1.FlushScopeNamespace {
 		scope.namespace = cf.Spec.Namespace
 	}

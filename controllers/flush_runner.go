@@ -70,8 +70,8 @@ func buildFlushJob(req NamespaceFlushRequest) *batchv1.Job {
 	labels := map[string]string{
 		"app.kubernetes.io/name":       "mooncake-flush",
 		"app.kubernetes.io/managed-by": FieldOwner,
-		"hicache.io/flush":             boundedName(cf.Name, 63),
-		LabelBackend:                   req.Backend.Name,
+		hicachev1alpha1.LabelFlush:     boundedName(cf.Name, 63),
+		hicachev1alpha1.LabelBackend:   req.Backend.Name,
 	}
 	podSec, sec := restrictedSecurity()
 	// The flush pod goes where the backend's own pods go: it is one of them.
@@ -84,7 +84,7 @@ func buildFlushJob(req NamespaceFlushRequest) *batchv1.Job {
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: jobName(cf.Name, req.Attempt), Namespace: cf.Namespace, Labels: labels,
-			Annotations:     map[string]string{annotationAttempt: strconv.Itoa(int(req.Attempt))},
+			Annotations:     map[string]string{hicachev1alpha1.AnnotationAttempt: strconv.Itoa(int(req.Attempt))},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cf, hicachev1alpha1.GroupVersion.WithKind("CacheFlush"))},
 		},
 		Spec: batchv1.JobSpec{

@@ -54,7 +54,7 @@ func TestBuildFlushJob(t *testing.T) {
 	if d := ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0); d != 90 {
 		t.Errorf("activeDeadlineSeconds = %d, want the attempt's deadline, 90", d)
 	}
-	if job.Annotations[annotationAttempt] != "2" {
+	if job.Annotations[hicachev1alpha1.AnnotationAttempt] != "2" {
 		t.Errorf("annotations %v do not name the attempt", job.Annotations)
 	}
 	pod := job.Spec.Template.Spec
@@ -64,7 +64,7 @@ func TestBuildFlushJob(t *testing.T) {
 	if diff := cmp.Diff(job.Labels, job.Spec.Template.Labels); diff != "" {
 		t.Errorf("pod labels differ from the Job's:\n%s", diff)
 	}
-	if job.Labels[LabelBackend] != "mooncake" || job.Labels["hicache.io/flush"] != "old-layout" {
+	if job.Labels[hicachev1alpha1.LabelBackend] != "mooncake" || job.Labels[hicachev1alpha1.LabelFlush] != "old-layout" {
 		t.Errorf("labels %v do not name the backend and the flush", job.Labels)
 	}
 
@@ -299,11 +299,11 @@ func TestBuildFlush(t *testing.T) {
 	if o := cf.OwnerReferences; len(o) != 1 || o[0].UID != home.UID || o[0].Kind != "CacheBackend" {
 		t.Errorf("owner references %+v, want the home backend (an owner must be in the same namespace)", o)
 	}
-	want := map[string]string{LabelStore: storeHash("10.0.0.1:50051"), LabelCacheNamespace: "hc-1", LabelLayout: "abc", "app.kubernetes.io/managed-by": FieldOwner}
+	want := map[string]string{hicachev1alpha1.LabelStore: storeHash("10.0.0.1:50051"), hicachev1alpha1.LabelCacheNamespace: "hc-1", hicachev1alpha1.LabelLayout: "abc", "app.kubernetes.io/managed-by": FieldOwner}
 	if diff := cmp.Diff(want, cf.Labels); diff != "" {
 		t.Errorf("labels (-want +got):\n%s", diff)
 	}
-	if cf.Annotations[AnnotationFlushSequence] != "2" || cf.Annotations[AnnotationDrainedFor] != string(h.UID) || cf.Annotations[AnnotationRequestedBy] != "default/q" {
+	if cf.Annotations[hicachev1alpha1.AnnotationFlushSequence] != "2" || cf.Annotations[hicachev1alpha1.AnnotationDrainedFor] != string(h.UID) || cf.Annotations[hicachev1alpha1.AnnotationRequestedBy] != "default/q" {
 		t.Errorf("annotations %v", cf.Annotations)
 	}
 }
@@ -312,7 +312,7 @@ func TestPickFlush(t *testing.T) {
 	at := func(sec int) metav1.Time { return metav1.NewTime(t0.Add(time.Duration(sec) * time.Second)) }
 	flush := func(name string, created int, seq string, state string) hicachev1alpha1.CacheFlush {
 		cf := hicachev1alpha1.CacheFlush{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: at(created),
-			Annotations: map[string]string{AnnotationFlushSequence: seq}}}
+			Annotations: map[string]string{hicachev1alpha1.AnnotationFlushSequence: seq}}}
 		switch state {
 		case "complete":
 			cf.Status.Conditions = []metav1.Condition{{Type: hicachev1alpha1.ConditionComplete, Status: metav1.ConditionTrue, Reason: hicachev1alpha1.ReasonFlushed}}
@@ -362,9 +362,9 @@ func TestPickFlush(t *testing.T) {
 
 func TestUsersOf(t *testing.T) {
 	pod := func(ns, deployment, l3 string, phase corev1.PodPhase) corev1.Pod {
-		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: deployment + "-0-0", Labels: map[string]string{LabelCacheNamespace: l3}}}
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: deployment + "-0-0", Labels: map[string]string{hicachev1alpha1.LabelCacheNamespace: l3}}}
 		if deployment != "" {
-			p.Labels[LabelDeployment] = deployment
+			p.Labels[hicachev1alpha1.LabelDeployment] = deployment
 		}
 		p.Status.Phase = phase
 		return p

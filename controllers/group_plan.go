@@ -142,19 +142,19 @@ func planGroups(groups map[int]*group, want groupWant, now time.Time) groupPlan 
 		switch {
 		case grp == nil:
 			act.kind = actCreate
-		case grp.sts.Annotations[AnnotationTemplateHash] != hash:
+		case grp.sts.Annotations[hicachev1alpha1.AnnotationTemplateHash] != hash:
 			if takeDown(grp) {
-				act.kind, act.annotations = actRoll, map[string]string{AnnotationMembers: ""}
+				act.kind, act.annotations = actRoll, map[string]string{hicachev1alpha1.AnnotationMembers: ""}
 			} else {
 				act.kind, act.why = actHold, "waiting for spec.rollout.maxUnavailable"
 			}
-		case slices.ContainsFunc(grp.pods, func(p corev1.Pod) bool { return p.Annotations[AnnotationTemplateHash] != hash }):
+		case slices.ContainsFunc(grp.pods, func(p corev1.Pod) bool { return p.Annotations[hicachev1alpha1.AnnotationTemplateHash] != hash }):
 			// Pods of an older template, left by an interrupted roll, go together. A ready group
 			// takes the budget as a roll does: the cache shows one when it has seen a roll's
 			// StatefulSet write but not yet its pod deletes, and a second group must not roll
 			// beside it.
 			if takeDown(grp) {
-				act.kind, act.annotations = actReplace, map[string]string{AnnotationMembers: ""}
+				act.kind, act.annotations = actReplace, map[string]string{hicachev1alpha1.AnnotationMembers: ""}
 			} else {
 				act.kind, act.why = actHold, "waiting for spec.rollout.maxUnavailable"
 			}
@@ -167,13 +167,13 @@ func planGroups(groups map[int]*group, want groupWant, now time.Time) groupPlan 
 					plan.requeueAfter = minPositive(plan.requeueAfter, wait)
 					break
 				}
-				act.kind, act.annotations = actRecreate, map[string]string{AnnotationMembers: "",
-					AnnotationRecreations: strconv.Itoa(count + 1), AnnotationRecreatedAt: now.UTC().Format(time.RFC3339)}
+				act.kind, act.annotations = actRecreate, map[string]string{hicachev1alpha1.AnnotationMembers: "",
+					hicachev1alpha1.AnnotationRecreations: strconv.Itoa(count + 1), hicachev1alpha1.AnnotationRecreatedAt: now.UTC().Format(time.RFC3339)}
 				break
 			}
-			if members := membersAnnotation(grp.pods); groupReady(grp, grp.size()) && grp.sts.Annotations[AnnotationMembers] != members {
+			if members := membersAnnotation(grp.pods); groupReady(grp, grp.size()) && grp.sts.Annotations[hicachev1alpha1.AnnotationMembers] != members {
 				act.kind, act.annotations = actRemember, map[string]string{
-					AnnotationMembers: members, AnnotationRecreations: "", AnnotationRecreatedAt: ""}
+					hicachev1alpha1.AnnotationMembers: members, hicachev1alpha1.AnnotationRecreations: "", hicachev1alpha1.AnnotationRecreatedAt: ""}
 			}
 		}
 		plan.actions = append(plan.actions, act)
@@ -183,14 +183,14 @@ func planGroups(groups map[int]*group, want groupWant, now time.Time) groupPlan 
 
 // writes tells whether the group's pods write the L3 namespace ns; every group matches "".
 func (g *group) writes(ns string) bool {
-	return ns == "" || g.sts.Spec.Template.Labels[LabelCacheNamespace] == ns
+	return ns == "" || g.sts.Spec.Template.Labels[hicachev1alpha1.LabelCacheNamespace] == ns
 }
 
 // recreateBackoff is how many times a group was recreated since it last formed, and how long to
 // wait before recreating it again: nothing the first time, then 10 s doubling up to 5 minutes.
 func recreateBackoff(sts *appsv1.StatefulSet, now time.Time) (int, time.Duration) {
-	count, _ := strconv.Atoi(sts.Annotations[AnnotationRecreations])
-	at, err := time.Parse(time.RFC3339, sts.Annotations[AnnotationRecreatedAt])
+	count, _ := strconv.Atoi(sts.Annotations[hicachev1alpha1.AnnotationRecreations])
+	at, err := time.Parse(time.RFC3339, sts.Annotations[hicachev1alpha1.AnnotationRecreatedAt])
 	if count == 0 || err != nil {
 		return count, 0
 	}
@@ -254,7 +254,7 @@ func (r *HiCacheDeploymentReconciler) executeGroupPlan(ctx context.Context, hcd 
 			}
 		}
 		if act.kind == actRecreate {
-			ctrl.LoggerFrom(ctx).Info("Recreating a serving group that lost a rank", "group", g, "why", act.why, "attempt", act.annotations[AnnotationRecreations])
+			ctrl.LoggerFrom(ctx).Info("Recreating a serving group that lost a rank", "group", g, "why", act.why, "attempt", act.annotations[hicachev1alpha1.AnnotationRecreations])
 			r.Recorder.Eventf(hcd, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonGroupRecreated, "Recreate",
 				"Serving group %d lost a rank (%s); recreating all %d of its pods, since a process group cannot take a rank back", g, act.why, len(grp.pods))
 		}

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 )
 
 // Groups at every stage of a rollout, for the planner's tables.
@@ -43,7 +45,7 @@ func emptyGroup(g, n int, hash string) *group {
 // whose pod deletes failed, or whose deletes the cache has not seen yet).
 func interruptedGroup(g, n int, oldHash, newHash string) *group {
 	grp := formedGroup(g, n, oldHash)
-	grp.sts.Annotations[AnnotationTemplateHash] = newHash
+	grp.sts.Annotations[hicachev1alpha1.AnnotationTemplateHash] = newHash
 	return grp
 }
 
@@ -52,14 +54,14 @@ func interruptedGroup(g, n int, oldHash, newHash string) *group {
 func recreatedGroup(g int, hash string, count int, ago time.Duration) *group {
 	grp := formedGroup(g, 2, hash)
 	grp.pods[0].Status.Phase = corev1.PodFailed
-	grp.sts.Annotations[AnnotationRecreations] = strconv.Itoa(count)
-	grp.sts.Annotations[AnnotationRecreatedAt] = t0.Add(-ago).UTC().Format(time.RFC3339)
+	grp.sts.Annotations[hicachev1alpha1.AnnotationRecreations] = strconv.Itoa(count)
+	grp.sts.Annotations[hicachev1alpha1.AnnotationRecreatedAt] = t0.Add(-ago).UTC().Format(time.RFC3339)
 	return grp
 }
 
 // writing makes a group's pods write the L3 namespace ns.
 func writing(grp *group, ns string) *group {
-	grp.sts.Spec.Template.Labels = map[string]string{LabelCacheNamespace: ns}
+	grp.sts.Spec.Template.Labels = map[string]string{hicachev1alpha1.LabelCacheNamespace: ns}
 	return grp
 }
 
@@ -192,8 +194,8 @@ func TestPlanGroups(t *testing.T) {
 		"a formed group's members are recorded and its failures forgotten": {
 			groups: groupsOf(func() *group {
 				g := formedGroup(0, 2, "new")
-				g.sts.Annotations[AnnotationMembers] = ""
-				g.sts.Annotations[AnnotationRecreations] = "2"
+				g.sts.Annotations[hicachev1alpha1.AnnotationMembers] = ""
+				g.sts.Annotations[hicachev1alpha1.AnnotationRecreations] = "2"
 				return g
 			}()), want: want(1, 1),
 			plan: "Remember 0",
@@ -249,14 +251,14 @@ func TestPlanGroups(t *testing.T) {
 func TestPlanGroupsHistory(t *testing.T) {
 	failing := recreatedGroup(0, "new", 2, time.Hour)
 	formed := formedGroup(1, 2, "new")
-	formed.sts.Annotations[AnnotationMembers] = ""
-	formed.sts.Annotations[AnnotationRecreations] = "2"
+	formed.sts.Annotations[hicachev1alpha1.AnnotationMembers] = ""
+	formed.sts.Annotations[hicachev1alpha1.AnnotationRecreations] = "2"
 	plan := planGroups(groupsOf(failing, formed, formedGroup(2, 2, "old")),
 		groupWant{replicas: 3, hashes: hashes(3, "new"), maxUnavailable: 2}, t0.Time)
 	want := map[int]map[string]string{
-		0: {AnnotationMembers: "", AnnotationRecreations: "3", AnnotationRecreatedAt: t0.UTC().Format(time.RFC3339)},
-		1: {AnnotationMembers: membersAnnotation(formed.pods), AnnotationRecreations: "", AnnotationRecreatedAt: ""},
-		2: {AnnotationMembers: ""},
+		0: {hicachev1alpha1.AnnotationMembers: "", hicachev1alpha1.AnnotationRecreations: "3", hicachev1alpha1.AnnotationRecreatedAt: t0.UTC().Format(time.RFC3339)},
+		1: {hicachev1alpha1.AnnotationMembers: membersAnnotation(formed.pods), hicachev1alpha1.AnnotationRecreations: "", hicachev1alpha1.AnnotationRecreatedAt: ""},
+		2: {hicachev1alpha1.AnnotationMembers: ""},
 	}
 	if got := describe(plan); got != "Recreate 0, Remember 1, Roll 2" {
 		t.Fatalf("plan = %q", got)
@@ -307,7 +309,7 @@ func TestPlanGroupsRolloutUnderCacheLag(t *testing.T) {
 					ws := w[a.group]
 					switch a.kind {
 					case actRoll:
-						ws.sts.sts.Annotations[AnnotationTemplateHash] = "new"
+						ws.sts.sts.Annotations[hicachev1alpha1.AnnotationTemplateHash] = "new"
 						ws.pods = nil
 					case actReplace, actRecreate:
 						ws.pods = nil
@@ -347,7 +349,7 @@ func TestPlanGroupsRolloutUnderCacheLag(t *testing.T) {
 						for i := range tc.ranks {
 							uid++
 							ws.pods = append(ws.pods, makePod("g"+strconv.Itoa(g), i).UID(strconv.Itoa(uid)).Running().
-								Hash(ws.sts.sts.Annotations[AnnotationTemplateHash]).Obj())
+								Hash(ws.sts.sts.Annotations[hicachev1alpha1.AnnotationTemplateHash]).Obj())
 						}
 						continue
 					}

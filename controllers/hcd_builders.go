@@ -24,20 +24,6 @@ import (
 
 // Labels and annotations the operator puts on what it creates.
 const (
-	LabelDeployment     = "hicache.io/deployment"
-	LabelGroup          = "hicache.io/group"
-	LabelCacheNamespace = "hicache.io/cache-namespace"
-	LabelBackend        = "hicache.io/backend"
-	LabelPodIndex       = "apps.kubernetes.io/pod-index"
-
-	AnnotationTemplateHash = "hicache.io/template-hash"
-	AnnotationLayoutHash   = "hicache.io/layout-hash"
-	AnnotationMembers      = "hicache.io/members"
-	// AnnotationRecreations and AnnotationRecreatedAt count a group's recreations since it last
-	// formed, for the backoff of a group that keeps failing.
-	AnnotationRecreations = "hicache.io/recreations"
-	AnnotationRecreatedAt = "hicache.io/recreated-at"
-
 	// GPUResource is the extended resource rank pods request.
 	GPUResource corev1.ResourceName = "nvidia.com/gpu"
 
@@ -51,15 +37,12 @@ const (
 // groupName is the StatefulSet (and headless Service) of serving group g.
 func groupName(hcd string, g int) string { return fmt.Sprintf("%s-%d", hcd, g) }
 
-// configMapName is the ConfigMap with the rendered extra config and rank plan.
-func configMapName(hcd string) string { return hcd + "-hicache" }
-
 func commonLabels(hcd *hicachev1alpha1.HiCacheDeployment) map[string]string {
 	return map[string]string{
-		"app.kubernetes.io/name":       "sglang",
-		"app.kubernetes.io/instance":   hcd.Name,
-		"app.kubernetes.io/managed-by": FieldOwner,
-		LabelDeployment:                hcd.Name,
+		"app.kubernetes.io/name":        "sglang",
+		"app.kubernetes.io/instance":    hcd.Name,
+		"app.kubernetes.io/managed-by":  FieldOwner,
+		hicachev1alpha1.LabelDeployment: hcd.Name,
 	}
 }
 
@@ -102,7 +85,7 @@ func buildConfigMap(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved,
 	return &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: configMapName(hcd.Name), Namespace: hcd.Namespace,
+			Name: resolve.ConfigMapName(hcd.Name), Namespace: hcd.Namespace,
 			Labels: commonLabels(hcd), OwnerReferences: []metav1.OwnerReference{ownerRef(hcd)},
 		},
 		Data: data,
@@ -111,7 +94,7 @@ func buildConfigMap(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved,
 
 // buildClientService fronts the leaders of every group.
 func buildClientService(hcd *hicachev1alpha1.HiCacheDeployment) *corev1.Service {
-	sel := map[string]string{LabelDeployment: hcd.Name, LabelPodIndex: "0"}
+	sel := map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name, appsv1.PodIndexLabel: "0"}
 	return &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -139,7 +122,7 @@ func buildHeadlessService(hcd *hicachev1alpha1.HiCacheDeployment, g int) *corev1
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,
 			PublishNotReadyAddresses: true,
-			Selector:                 map[string]string{LabelDeployment: hcd.Name, LabelGroup: strconv.Itoa(g)},
+			Selector:                 map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name, hicachev1alpha1.LabelGroup: strconv.Itoa(g)},
 			Ports: []corev1.ServicePort{{
 				Name: "dist", Port: DistInitPort, TargetPort: intstr.FromInt32(DistInitPort), Protocol: corev1.ProtocolTCP,
 			}},
@@ -149,7 +132,7 @@ func buildHeadlessService(hcd *hicachev1alpha1.HiCacheDeployment, g int) *corev1
 
 func groupLabels(hcd *hicachev1alpha1.HiCacheDeployment, g int) map[string]string {
 	l := commonLabels(hcd)
-	l[LabelGroup] = strconv.Itoa(g)
+	l[hicachev1alpha1.LabelGroup] = strconv.Itoa(g)
 	return l
 }
 
@@ -171,8 +154,8 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 		}
 	}
 	if spec.Storage != nil {
-		podLabels[LabelCacheNamespace] = r.Namespace
-		podLabels[LabelBackend] = spec.Storage.BackendRef.Name
+		podLabels[hicachev1alpha1.LabelCacheNamespace] = r.Namespace
+		podLabels[hicachev1alpha1.LabelBackend] = spec.Storage.BackendRef.Name
 	}
 
 	model, err := buildModelParts(spec, image)
@@ -181,7 +164,7 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 	}
 	env := []corev1.EnvVar{
 		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
-		{Name: "NODE_RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + LabelPodIndex + "']"}}},
+		{Name: "NODE_RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + appsv1.PodIndexLabel + "']"}}},
 	}
 	if !slices.ContainsFunc(spec.Template.Env, func(e corev1.EnvVar) bool { return e.Name == healthGenerationEnv }) {
 		// /health checks the server's state; /health_generate generates (rankProbes). A user's
@@ -234,7 +217,7 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 	volumes := append([]corev1.Volume{
 		{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
 		{Name: "hicache", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: configMapName(hcd.Name)}}}},
+			LocalObjectReference: corev1.LocalObjectReference{Name: resolve.ConfigMapName(hcd.Name)}}}},
 	}, model.volumes...)
 	if spec.Storage != nil && spec.Storage.Protocol == "rdma" {
 		container.SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"IPC_LOCK"}}}
@@ -253,7 +236,7 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 		// A rank must never share a node with another rank of the same group.
 		Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelDeployment: hcd.Name, LabelGroup: strconv.Itoa(g)}},
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name, hicachev1alpha1.LabelGroup: strconv.Itoa(g)}},
 				TopologyKey:   "kubernetes.io/hostname",
 			}},
 		}},
@@ -261,7 +244,7 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 	if r.Nodes == 1 {
 		podSpec.Affinity = nil
 	}
-	annotations := map[string]string{AnnotationLayoutHash: r.ShortHash}
+	annotations := map[string]string{hicachev1alpha1.AnnotationLayoutHash: r.ShortHash}
 	for k, v := range spec.Template.Annotations {
 		if _, reserved := annotations[k]; !reserved {
 			annotations[k] = v
@@ -275,14 +258,14 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 	if err != nil {
 		return nil, err
 	}
-	template.Annotations[AnnotationTemplateHash] = hash
+	template.Annotations[hicachev1alpha1.AnnotationTemplateHash] = hash
 
 	sts := &appsv1.StatefulSet{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: groupName(hcd.Name, g), Namespace: hcd.Namespace,
 			Labels:          groupLabels(hcd, g),
-			Annotations:     map[string]string{AnnotationTemplateHash: hash},
+			Annotations:     map[string]string{hicachev1alpha1.AnnotationTemplateHash: hash},
 			OwnerReferences: []metav1.OwnerReference{ownerRef(hcd)},
 		},
 		Spec: appsv1.StatefulSetSpec{
@@ -292,7 +275,7 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 			// The operator replaces a group's pods all at once: ranks of one group must not mix
 			// versions, and a lost rank cannot rejoin a running process group.
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
-			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{LabelDeployment: hcd.Name, LabelGroup: strconv.Itoa(g)}},
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name, hicachev1alpha1.LabelGroup: strconv.Itoa(g)}},
 			Template:       template,
 		},
 	}
@@ -333,7 +316,7 @@ func templateHash(t *corev1.PodTemplateSpec) (string, error) {
 func membersAnnotation(pods []corev1.Pod) string {
 	parts := make([]string, 0, len(pods))
 	for i := range pods {
-		parts = append(parts, pods[i].Labels[LabelPodIndex]+"="+string(pods[i].UID))
+		parts = append(parts, pods[i].Labels[appsv1.PodIndexLabel]+"="+string(pods[i].UID))
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")

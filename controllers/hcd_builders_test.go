@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -177,7 +178,7 @@ func TestBuildGroupEnv(t *testing.T) {
 	if !ok || rank.ValueFrom == nil || rank.ValueFrom.FieldRef == nil {
 		t.Fatalf("NODE_RANK is not from the downward API: %+v", rank)
 	}
-	if got, want := rank.ValueFrom.FieldRef.FieldPath, "metadata.labels['"+LabelPodIndex+"']"; got != want {
+	if got, want := rank.ValueFrom.FieldRef.FieldPath, "metadata.labels['"+appsv1.PodIndexLabel+"']"; got != want {
 		t.Errorf("NODE_RANK comes from %q, want %q", got, want)
 	}
 	if ip, ok := envValue(c.Env, "POD_IP"); !ok || ip.ValueFrom == nil || ip.ValueFrom.FieldRef.FieldPath != "status.podIP" {
@@ -256,7 +257,7 @@ func TestBuildGroupRDMA(t *testing.T) {
 
 func TestBuildGroupReservedLabelsAndAnnotations(t *testing.T) {
 	// Labels under hicache.io/ are refused outright: the operator finds its pods by them.
-	for _, key := range []string{LabelDeployment, LabelGroup, LabelCacheNamespace, LabelBackend} {
+	for _, key := range []string{hicachev1alpha1.LabelDeployment, hicachev1alpha1.LabelGroup, hicachev1alpha1.LabelCacheNamespace, hicachev1alpha1.LabelBackend} {
 		forged := makeHCD("q").TP(4).Labels(key, "forged").Obj()
 		if _, err := resolve.Resolve(forged); err == nil || !strings.Contains(err.Error(), "spec.template.labels") {
 			t.Errorf("label %s: Resolve gave %v, want a refusal naming spec.template.labels", key, err)
@@ -264,21 +265,21 @@ func TestBuildGroupReservedLabelsAndAnnotations(t *testing.T) {
 	}
 	h := makeHCD("q").TP(4).Storage("mooncake").
 		Labels("app.kubernetes.io/managed-by", "me", "app.kubernetes.io/instance", "x", "team", "search").
-		Annotations(AnnotationLayoutHash, "forged", AnnotationTemplateHash, "forged", "owner", "search-team").Obj()
+		Annotations(hicachev1alpha1.AnnotationLayoutHash, "forged", hicachev1alpha1.AnnotationTemplateHash, "forged", "owner", "search-team").Obj()
 	r := mustResolve(t, h)
 	sts := mustBuildGroup(t, h, 2)
 	gotLabels := sts.Spec.Template.Labels
 	wantLabels := map[string]string{
 		"app.kubernetes.io/name": "sglang", "app.kubernetes.io/instance": "q", "app.kubernetes.io/managed-by": FieldOwner,
-		LabelDeployment: "q", LabelGroup: "2", LabelCacheNamespace: r.Namespace, LabelBackend: "mooncake", "team": "search",
+		hicachev1alpha1.LabelDeployment: "q", hicachev1alpha1.LabelGroup: "2", hicachev1alpha1.LabelCacheNamespace: r.Namespace, hicachev1alpha1.LabelBackend: "mooncake", "team": "search",
 	}
 	if diff := cmp.Diff(wantLabels, gotLabels); diff != "" {
 		t.Errorf("pod labels (-want +got):\n%s", diff)
 	}
 	ann := sts.Spec.Template.Annotations
-	if ann[AnnotationLayoutHash] != r.ShortHash || ann[AnnotationTemplateHash] != sts.Annotations[AnnotationTemplateHash] || ann["owner"] != "search-team" {
+	if ann[hicachev1alpha1.AnnotationLayoutHash] != r.ShortHash || ann[hicachev1alpha1.AnnotationTemplateHash] != sts.Annotations[hicachev1alpha1.AnnotationTemplateHash] || ann["owner"] != "search-team" {
 		t.Errorf("pod annotations %v: want layout %s, the StatefulSet's template hash %s and the user's owner",
-			ann, r.ShortHash, sts.Annotations[AnnotationTemplateHash])
+			ann, r.ShortHash, sts.Annotations[hicachev1alpha1.AnnotationTemplateHash])
 	}
 	sel, err := metav1.LabelSelectorAsSelector(sts.Spec.Selector)
 	if err != nil {
@@ -304,14 +305,14 @@ func TestBuildGroupCacheLabels(t *testing.T) {
 			r := mustResolve(t, tc.hcd)
 			sts := mustBuildGroup(t, tc.hcd, 0)
 			l := sts.Spec.Template.Labels
-			if got, want := l[LabelCacheNamespace], tc.wantNamespace(r.Namespace); got != want {
-				t.Errorf("%s = %q, want %q", LabelCacheNamespace, got, want)
+			if got, want := l[hicachev1alpha1.LabelCacheNamespace], tc.wantNamespace(r.Namespace); got != want {
+				t.Errorf("%s = %q, want %q", hicachev1alpha1.LabelCacheNamespace, got, want)
 			}
-			if got := l[LabelBackend]; got != tc.wantBackend {
-				t.Errorf("%s = %q, want %q", LabelBackend, got, tc.wantBackend)
+			if got := l[hicachev1alpha1.LabelBackend]; got != tc.wantBackend {
+				t.Errorf("%s = %q, want %q", hicachev1alpha1.LabelBackend, got, tc.wantBackend)
 			}
-			if got := sts.Spec.Template.Annotations[AnnotationLayoutHash]; got != r.ShortHash {
-				t.Errorf("%s = %q, want %q", AnnotationLayoutHash, got, r.ShortHash)
+			if got := sts.Spec.Template.Annotations[hicachev1alpha1.AnnotationLayoutHash]; got != r.ShortHash {
+				t.Errorf("%s = %q, want %q", hicachev1alpha1.AnnotationLayoutHash, got, r.ShortHash)
 			}
 		})
 	}
@@ -324,11 +325,11 @@ func TestBuildGroupTemplateHash(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sts.Annotations[AnnotationTemplateHash] != sts.Spec.Template.Annotations[AnnotationTemplateHash] {
+		if sts.Annotations[hicachev1alpha1.AnnotationTemplateHash] != sts.Spec.Template.Annotations[hicachev1alpha1.AnnotationTemplateHash] {
 			t.Fatalf("the StatefulSet's hash %s differs from its template's %s",
-				sts.Annotations[AnnotationTemplateHash], sts.Spec.Template.Annotations[AnnotationTemplateHash])
+				sts.Annotations[hicachev1alpha1.AnnotationTemplateHash], sts.Spec.Template.Annotations[hicachev1alpha1.AnnotationTemplateHash])
 		}
-		return sts.Annotations[AnnotationTemplateHash]
+		return sts.Annotations[hicachev1alpha1.AnnotationTemplateHash]
 	}
 	want := hashOf(base.Obj(), "sglang:test")
 	for range 5 {
@@ -388,8 +389,8 @@ func TestBuildGroupStatefulSet(t *testing.T) {
 	vols := map[string]bool{}
 	for _, v := range sts.Spec.Template.Spec.Volumes {
 		vols[v.Name] = true
-		if v.ConfigMap != nil && v.ConfigMap.Name != configMapName("q") {
-			t.Errorf("the hicache volume mounts ConfigMap %s, want %s", v.ConfigMap.Name, configMapName("q"))
+		if v.ConfigMap != nil && v.ConfigMap.Name != resolve.ConfigMapName("q") {
+			t.Errorf("the hicache volume mounts ConfigMap %s, want %s", v.ConfigMap.Name, resolve.ConfigMapName("q"))
 		}
 	}
 	if !vols["dshm"] || !vols["hicache"] {
@@ -430,8 +431,8 @@ func TestServices(t *testing.T) {
 	for _, g := range []*struct {
 		labels map[string]string
 	}{{g0.Spec.Template.Labels}, {g1.Spec.Template.Labels}} {
-		leader := labels.Merge(g.labels, labels.Set{LabelPodIndex: "0"})
-		follower := labels.Merge(g.labels, labels.Set{LabelPodIndex: "1"})
+		leader := labels.Merge(g.labels, labels.Set{appsv1.PodIndexLabel: "0"})
+		follower := labels.Merge(g.labels, labels.Set{appsv1.PodIndexLabel: "1"})
 		if !csel.Matches(leader) || csel.Matches(follower) {
 			t.Errorf("the client service selector %s must match every leader and no follower", csel)
 		}

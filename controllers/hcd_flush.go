@@ -28,20 +28,6 @@ func fixedLayoutChange(hcd *hicachev1alpha1.HiCacheDeployment, res *resolve.Reso
 		old != nil && old.LayoutHash != "" && old.LayoutHash != res.Fingerprint && old.Namespace == res.Namespace
 }
 
-// Labels and annotations of the flushes the operator asks for: what they remove, so that every
-// deployment that left one namespace of a store under one layout finds the same flush.
-const (
-	// LabelStore is storeHash of the store a flush removes from.
-	LabelStore = "hicache.io/store"
-	// LabelLayout is the short fingerprint of the layout whose objects a flush removes.
-	LabelLayout = "hicache.io/layout"
-	// AnnotationFlushSequence numbers the flushes of one namespace, store and layout: a later
-	// return to a layout is a new layout generation, flushed by a new flush.
-	AnnotationFlushSequence = "hicache.io/flush-sequence"
-	// AnnotationRequestedBy is the deployment, namespace/name, that created a flush.
-	AnnotationRequestedBy = "hicache.io/requested-by"
-)
-
 // flushName is the CacheFlush of one layout generation of an L3 namespace of a store: the same
 // for every deployment that left it, so a repeated or concurrent request never creates a second
 // one, and new for every later generation (seq), so a namespace that goes stale again is flushed
@@ -97,7 +83,7 @@ func pickFlush(existing []hicachev1alpha1.CacheFlush, since *metav1.Time) (*hica
 	}
 	for i := range existing {
 		cf := &existing[i]
-		if n, err := strconv.Atoi(cf.Annotations[AnnotationFlushSequence]); err == nil && n >= next {
+		if n, err := strconv.Atoi(cf.Annotations[hicachev1alpha1.AnnotationFlushSequence]); err == nil && n >= next {
 			next = n + 1
 		}
 		if !cf.DeletionTimestamp.IsZero() {
@@ -124,14 +110,14 @@ func buildFlush(req flushRequest, seq int) *hicachev1alpha1.CacheFlush {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: flushName(req.namespace, req.layout, req.storeID, seq), Namespace: req.home.Namespace,
 			Labels: map[string]string{
-				"app.kubernetes.io/managed-by": FieldOwner,
-				LabelStore:                     storeHash(req.storeID),
-				LabelCacheNamespace:            req.namespace,
-				LabelLayout:                    req.layout,
+				"app.kubernetes.io/managed-by":      FieldOwner,
+				hicachev1alpha1.LabelStore:          storeHash(req.storeID),
+				hicachev1alpha1.LabelCacheNamespace: req.namespace,
+				hicachev1alpha1.LabelLayout:         req.layout,
 			},
 			Annotations: map[string]string{
-				AnnotationFlushSequence: strconv.Itoa(seq),
-				AnnotationRequestedBy:   req.requester,
+				hicachev1alpha1.AnnotationFlushSequence: strconv.Itoa(seq),
+				hicachev1alpha1.AnnotationRequestedBy:   req.requester,
 			},
 			OwnerReferences: backendOwner(req.home),
 		},
@@ -144,7 +130,7 @@ func buildFlush(req flushRequest, seq int) *hicachev1alpha1.CacheFlush {
 		},
 	}
 	if req.drainedFor != nil {
-		cf.Annotations[AnnotationDrainedFor] = string(req.drainedFor.UID)
+		cf.Annotations[hicachev1alpha1.AnnotationDrainedFor] = string(req.drainedFor.UID)
 	}
 	return cf
 }
@@ -154,7 +140,7 @@ func buildFlush(req flushRequest, seq int) *hicachev1alpha1.CacheFlush {
 func (r *HiCacheDeploymentReconciler) requestFlush(ctx context.Context, req flushRequest) (*hicachev1alpha1.CacheFlush, bool, error) {
 	var list hicachev1alpha1.CacheFlushList
 	if err := r.List(ctx, &list, client.MatchingLabels{
-		LabelStore: storeHash(req.storeID), LabelCacheNamespace: req.namespace, LabelLayout: req.layout}); err != nil {
+		hicachev1alpha1.LabelStore: storeHash(req.storeID), hicachev1alpha1.LabelCacheNamespace: req.namespace, hicachev1alpha1.LabelLayout: req.layout}); err != nil {
 		return nil, false, fmt.Errorf("listing the flushes of namespace %s: %w", req.namespace, err)
 	}
 	cover, seq := pickFlush(list.Items, req.since)
@@ -242,9 +228,9 @@ func (r *HiCacheDeploymentReconciler) stopGroups(ctx context.Context, hcd *hicac
 		return 0, err
 	}
 	maps.DeleteFunc(obs.groups, func(_ int, grp *group) bool { return grp.writes(only) })
-	labels := client.MatchingLabels{LabelDeployment: hcd.Name}
+	labels := client.MatchingLabels{hicachev1alpha1.LabelDeployment: hcd.Name}
 	if only != "" {
-		labels[LabelCacheNamespace] = only
+		labels[hicachev1alpha1.LabelCacheNamespace] = only
 	}
 	var left corev1.PodList
 	if err := r.List(ctx, &left, client.InNamespace(hcd.Namespace), labels); err != nil {
@@ -355,7 +341,7 @@ func (r *HiCacheDeploymentReconciler) reconcileStaleNamespaces(ctx context.Conte
 		} else if s.Flush == "" {
 			r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonFlushRequested, "Flush",
 				"Namespace %s of the old layout %s is no longer used; CacheFlush %s, asked for by %s, removes it", s.Namespace, s.LayoutHash, name,
-				relativeName(cf.Annotations[AnnotationRequestedBy], hcd.Namespace))
+				relativeName(cf.Annotations[hicachev1alpha1.AnnotationRequestedBy], hcd.Namespace))
 		}
 		s.Flush, s.FlushNamespace = cf.Name, ""
 		if cf.Namespace != hcd.Namespace {

@@ -8,6 +8,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 )
 
 func TestGroupBroken(t *testing.T) {
@@ -133,8 +135,8 @@ func TestRecreateBackoff(t *testing.T) {
 	sts := func(count string, ago time.Duration) *appsv1.StatefulSet {
 		s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}
 		if count != "" {
-			s.Annotations[AnnotationRecreations] = count
-			s.Annotations[AnnotationRecreatedAt] = now.Add(-ago).Format(time.RFC3339)
+			s.Annotations[hicachev1alpha1.AnnotationRecreations] = count
+			s.Annotations[hicachev1alpha1.AnnotationRecreatedAt] = now.Add(-ago).Format(time.RFC3339)
 		}
 		return s
 	}
@@ -150,7 +152,7 @@ func TestRecreateBackoff(t *testing.T) {
 		"recreated many times: capped at 5 minutes": {sts: sts("30", 0), wantCount: 30, wantWait: 5 * time.Minute},
 		"an unreadable time counts as long ago": {sts: func() *appsv1.StatefulSet {
 			s := sts("2", 0)
-			s.Annotations[AnnotationRecreatedAt] = "yesterday"
+			s.Annotations[hicachev1alpha1.AnnotationRecreatedAt] = "yesterday"
 			return s
 		}(), wantCount: 2, wantWait: 0},
 	}

@@ -225,7 +225,7 @@ func TestRankProbes(t *testing.T) {
 func TestModelSourceChangesRollTheGroups(t *testing.T) {
 	a := mustBuildGroup(t, makeHCD("q").FromHub("Qwen/Qwen3-8B", "r1", "tok-a", "token").Obj(), 0)
 	b := mustBuildGroup(t, makeHCD("q").FromHub("Qwen/Qwen3-8B", "r1", "tok-b", "token").Obj(), 0)
-	if a.Annotations[AnnotationTemplateHash] == b.Annotations[AnnotationTemplateHash] {
+	if a.Annotations[hicachev1alpha1.AnnotationTemplateHash] == b.Annotations[hicachev1alpha1.AnnotationTemplateHash] {
 		t.Error("another token Secret keeps the template hash: running pods would keep the old one")
 	}
 	raw, err := json.Marshal(a)

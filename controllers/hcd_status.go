@@ -41,7 +41,7 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 	res := obs.resolved
 	st.Attention = hicachev1alpha1.AttentionKind(res.Topology.Attention)
 	st.Draft = res.DraftSummary()
-	st.Selector = LabelDeployment + "=" + hcd.Name
+	st.Selector = hicachev1alpha1.LabelDeployment + "=" + hcd.Name
 	st.Plan = planStatus(res)
 	if hcd.Spec.Storage == nil {
 		st.Plan.Writers = 0
@@ -236,7 +236,7 @@ func groupsOffLayout(obs *observed, res *resolve.Resolved) []int {
 	for g, grp := range obs.groups {
 		for i := range grp.pods {
 			p := &grp.pods[i]
-			if p.Labels[LabelCacheNamespace] != res.Namespace || p.Annotations[AnnotationLayoutHash] != res.ShortHash {
+			if p.Labels[hicachev1alpha1.LabelCacheNamespace] != res.Namespace || p.Annotations[hicachev1alpha1.AnnotationLayoutHash] != res.ShortHash {
 				out = append(out, g)
 				break
 			}

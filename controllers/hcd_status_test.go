@@ -160,7 +160,7 @@ func TestComputeStatus(t *testing.T) {
 			hcd: withStorage.Obj(),
 			obs: func(t *testing.T, h *hicachev1alpha1.HiCacheDeployment) *observed {
 				old := readyGroup(1, 1, "h", r)
-				old.pods[0].Labels[LabelCacheNamespace] = "hc-0000000000"
+				old.pods[0].Labels[hicachev1alpha1.LabelCacheNamespace] = "hc-0000000000"
 				return observation(t, h, "h", readyGroup(0, 1, "h", r), old)
 			},
 			want: map[string]cond{
@@ -255,7 +255,7 @@ func TestComputeStatusResolvedFields(t *testing.T) {
 	h := makeHCD("d").Profile("DeepSeekV4").TP(16).Draft("DSPARK").Storage("mooncake").Segment("16Gi").Obj()
 	r := mustResolve(t, h)
 	st := computeStatus(h, observation(t, h, "h"))
-	if st.Attention != hicachev1alpha1.AttentionDSV4 || st.Draft != "DSPARK (packed, 3 layers)" || st.Selector != LabelDeployment+"=d" {
+	if st.Attention != hicachev1alpha1.AttentionDSV4 || st.Draft != "DSPARK (packed, 3 layers)" || st.Selector != hicachev1alpha1.LabelDeployment+"=d" {
 		t.Errorf("attention %s, draft %q, selector %q", st.Attention, st.Draft, st.Selector)
 	}
 	// Each rank lends 16Gi; the group's 16 ranks 256Gi.
@@ -374,9 +374,9 @@ func TestGroupsOffLayout(t *testing.T) {
 	r := mustResolve(t, h)
 	current := func(g int) *group { return readyGroup(g, 1, "h", r) }
 	offNS := readyGroup(3, 1, "h", r)
-	offNS.pods[0].Labels[LabelCacheNamespace] = "hc-old"
+	offNS.pods[0].Labels[hicachev1alpha1.LabelCacheNamespace] = "hc-old"
 	offHash := readyGroup(1, 1, "h", r)
-	offHash.pods[0].Annotations[AnnotationLayoutHash] = "0000000000"
+	offHash.pods[0].Annotations[hicachev1alpha1.AnnotationLayoutHash] = "0000000000"
 	empty := groupOf(2, "h", "")
 	obs := observation(t, h, "h", current(0), offHash, empty, offNS)
 	if diff := cmp.Diff([]int{1, 3}, groupsOffLayout(obs, r)); diff != "" {

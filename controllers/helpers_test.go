@@ -57,7 +57,7 @@ func makePod(sts string, index int) *podBuilder {
 	b.p.Name = sts + "-" + strconv.Itoa(index)
 	b.p.Namespace = "default"
 	b.p.UID = types.UID(b.p.Name + "-uid")
-	b.p.Labels = map[string]string{LabelPodIndex: strconv.Itoa(index)}
+	b.p.Labels = map[string]string{appsv1.PodIndexLabel: strconv.Itoa(index)}
 	b.p.Annotations = map[string]string{}
 	b.p.Status.Phase = corev1.PodPending
 	return b
@@ -86,14 +86,14 @@ func (b *podBuilder) Restarted(n int32) *podBuilder {
 }
 
 func (b *podBuilder) Hash(h string) *podBuilder {
-	b.p.Annotations[AnnotationTemplateHash] = h
+	b.p.Annotations[hicachev1alpha1.AnnotationTemplateHash] = h
 	return b
 }
 
 // Layout labels the pod as writing namespace ns under layout shortHash.
 func (b *podBuilder) Layout(ns, shortHash string) *podBuilder {
-	b.p.Labels[LabelCacheNamespace] = ns
-	b.p.Annotations[AnnotationLayoutHash] = shortHash
+	b.p.Labels[hicachev1alpha1.LabelCacheNamespace] = ns
+	b.p.Annotations[hicachev1alpha1.AnnotationLayoutHash] = shortHash
 	return b
 }
 
@@ -103,10 +103,10 @@ func (b *podBuilder) Obj() corev1.Pod { return *b.p.DeepCopy() }
 // annotation members, if any) and its pods.
 func groupOf(index int, hash, members string, pods ...corev1.Pod) *group {
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{
-		Name: "g" + strconv.Itoa(index), Namespace: "default", Annotations: map[string]string{AnnotationTemplateHash: hash}},
+		Name: "g" + strconv.Itoa(index), Namespace: "default", Annotations: map[string]string{hicachev1alpha1.AnnotationTemplateHash: hash}},
 		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(len(pods)))}}
 	if members != "" {
-		sts.Annotations[AnnotationMembers] = members
+		sts.Annotations[hicachev1alpha1.AnnotationMembers] = members
 	}
 	return &group{index: index, sts: sts, pods: pods}
 }

@@ -202,11 +202,11 @@ func (r *HiCacheDeploymentReconciler) flushStale(ctx context.Context, s *hcdScop
 // observeGroups lists the deployment's StatefulSets and their pods.
 func (r *HiCacheDeploymentReconciler) observeGroups(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) error {
 	var stsList appsv1.StatefulSetList
-	if err := r.List(ctx, &stsList, client.InNamespace(hcd.Namespace), client.MatchingLabels{LabelDeployment: hcd.Name}); err != nil {
+	if err := r.List(ctx, &stsList, client.InNamespace(hcd.Namespace), client.MatchingLabels{hicachev1alpha1.LabelDeployment: hcd.Name}); err != nil {
 		return fmt.Errorf("listing StatefulSets: %w", err)
 	}
 	var podList corev1.PodList
-	if err := r.List(ctx, &podList, client.InNamespace(hcd.Namespace), client.MatchingLabels{LabelDeployment: hcd.Name}); err != nil {
+	if err := r.List(ctx, &podList, client.InNamespace(hcd.Namespace), client.MatchingLabels{hicachev1alpha1.LabelDeployment: hcd.Name}); err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
 	obs.groups = map[int]*group{}
@@ -215,7 +215,7 @@ func (r *HiCacheDeploymentReconciler) observeGroups(ctx context.Context, hcd *hi
 		if !metav1.IsControlledBy(sts, hcd) {
 			continue
 		}
-		g, err := strconv.Atoi(sts.Labels[LabelGroup])
+		g, err := strconv.Atoi(sts.Labels[hicachev1alpha1.LabelGroup])
 		if err != nil {
 			continue
 		}
@@ -223,7 +223,7 @@ func (r *HiCacheDeploymentReconciler) observeGroups(ctx context.Context, hcd *hi
 	}
 	for i := range podList.Items {
 		p := podList.Items[i]
-		g, err := strconv.Atoi(p.Labels[LabelGroup])
+		g, err := strconv.Atoi(p.Labels[hicachev1alpha1.LabelGroup])
 		if err != nil || obs.groups[g] == nil || p.DeletionTimestamp != nil {
 			continue
 		}
@@ -288,7 +288,7 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 			return reconcile.TerminalError(fmt.Errorf("rendering serving group %d: %w", g, err))
 		}
 		desired[g] = sts
-		obs.desired[g] = sts.Annotations[AnnotationTemplateHash]
+		obs.desired[g] = sts.Annotations[hicachev1alpha1.AnnotationTemplateHash]
 	}
 	_, mcfg, err := serverConfig(hcd, res, obs.backend, 0)
 	if err != nil {
@@ -374,11 +374,11 @@ func groupReady(g *group, nodes int) bool {
 
 // groupCurrent: the group's StatefulSet and every pod run the desired template.
 func groupCurrent(g *group, hash string) bool {
-	if g == nil || g.sts.Annotations[AnnotationTemplateHash] != hash {
+	if g == nil || g.sts.Annotations[hicachev1alpha1.AnnotationTemplateHash] != hash {
 		return false
 	}
 	for i := range g.pods {
-		if g.pods[i].Annotations[AnnotationTemplateHash] != hash {
+		if g.pods[i].Annotations[hicachev1alpha1.AnnotationTemplateHash] != hash {
 			return false
 		}
 	}
@@ -411,7 +411,7 @@ func groupBroken(g *group) (bool, string) {
 			}
 		}
 	}
-	recorded := g.sts.Annotations[AnnotationMembers]
+	recorded := g.sts.Annotations[hicachev1alpha1.AnnotationMembers]
 	if recorded == "" {
 		return false, ""
 	}
@@ -426,7 +426,7 @@ func groupBroken(g *group) (bool, string) {
 	}
 	for i := range g.pods {
 		p := &g.pods[i]
-		if want, ok := uids[p.Labels[LabelPodIndex]]; ok && want != string(p.UID) {
+		if want, ok := uids[p.Labels[appsv1.PodIndexLabel]]; ok && want != string(p.UID) {
 			return true, fmt.Sprintf("pod %s was replaced", p.Name)
 		}
 	}
@@ -501,7 +501,7 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	podToHCD := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		name := o.GetLabels()[LabelDeployment]
+		name := o.GetLabels()[hicachev1alpha1.LabelDeployment]
 		if name == "" {
 			return nil
 		}
@@ -524,7 +524,7 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// in any namespace.
 	flushToHCD := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		var reqs []reconcile.Request
-		if ns, name, ok := strings.Cut(o.GetAnnotations()[AnnotationRequestedBy], "/"); ok {
+		if ns, name, ok := strings.Cut(o.GetAnnotations()[hicachev1alpha1.AnnotationRequestedBy], "/"); ok {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
 		}
 		var list hicachev1alpha1.HiCacheDeploymentList
@@ -572,7 +572,7 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return a.Namespace != b.Namespace || a.LayoutHash != b.LayoutHash || a.Backend != b.Backend
 	}}
 	hasDeploymentLabel, err := predicate.LabelSelectorPredicate(metav1.LabelSelector{
-		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: LabelDeployment, Operator: metav1.LabelSelectorOpExists}}})
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: hicachev1alpha1.LabelDeployment, Operator: metav1.LabelSelectorOpExists}}})
 	if err != nil {
 		return err
 	}

@@ -81,7 +81,7 @@ func operatorPeer(operatorNamespace string) networkingv1.NetworkPolicyPeer {
 // deployments on it, its store pods and its flush Jobs; not its master, which calls none of them.
 func backendPeer(cb string) networkingv1.NetworkPolicyPeer {
 	return networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{
-		MatchLabels: map[string]string{LabelBackend: cb},
+		MatchLabels: map[string]string{hicachev1alpha1.LabelBackend: cb},
 		MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: "app.kubernetes.io/component", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"master"}},
 		},
@@ -148,14 +148,14 @@ func buildDeploymentNetworkPolicy(hcd *hicachev1alpha1.HiCacheDeployment, r *res
 		})
 	}
 	return ingressPolicy(deploymentPolicyName(hcd.Name), hcd.Namespace, commonLabels(hcd), []metav1.OwnerReference{ownerRef(hcd)},
-		map[string]string{LabelDeployment: hcd.Name}, rules...)
+		map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name}, rules...)
 }
 
 // buildGroupNetworkPolicy admits the ranks of group g to each other on every port but SGLang's
 // HTTP port: torch.distributed's rendezvous on the dist-init port, then NCCL and Gloo on ports
 // chosen at run time.
 func buildGroupNetworkPolicy(hcd *hicachev1alpha1.HiCacheDeployment, g int) *networkingv1.NetworkPolicy {
-	group := map[string]string{LabelDeployment: hcd.Name, LabelGroup: strconv.Itoa(g)}
+	group := map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name, hicachev1alpha1.LabelGroup: strconv.Itoa(g)}
 	return ingressPolicy(groupName(hcd.Name, g), hcd.Namespace, groupLabels(hcd, g), []metav1.OwnerReference{ownerRef(hcd)}, group,
 		networkingv1.NetworkPolicyIngressRule{
 			From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: group}}},

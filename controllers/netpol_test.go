@@ -148,7 +148,7 @@ func TestDeploymentPolicyWithoutSegment(t *testing.T) {
 		t.Fatalf("segment per pod %d, want 0", r.SegmentPerPod())
 	}
 	np := buildDeploymentNetworkPolicy(q, r)
-	from := podIn("default", map[string]string{LabelBackend: "mc"})
+	from := podIn("default", map[string]string{hicachev1alpha1.LabelBackend: "mc"})
 	if testutil.PolicyAdmits(np, from, 41234, corev1.ProtocolTCP) {
 		t.Error("ranks that mount no segment admit the backend's pods to the transfer engine")
 	}

@@ -150,10 +150,10 @@ func usersOf(scope storeScope, pods []corev1.Pod, writers []hicachev1alpha1.HiCa
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue // its process ended: it writes nothing
 		}
-		if l := p.Labels[LabelCacheNamespace]; l == "" || (scope.namespace != "" && l != scope.namespace) {
+		if l := p.Labels[hicachev1alpha1.LabelCacheNamespace]; l == "" || (scope.namespace != "" && l != scope.namespace) {
 			continue
 		}
-		d := p.Labels[LabelDeployment]
+		d := p.Labels[hicachev1alpha1.LabelDeployment]
 		if d != "" && p.Namespace+"/"+d == scope.ignore {
 			continue
 		}
@@ -223,9 +223,9 @@ func storeUsers(ctx context.Context, c client.Reader, scope storeScope) (storeUs
 	var writers []hicachev1alpha1.HiCacheDeployment
 	for i := range backends {
 		b := &backends[i]
-		labels := client.MatchingLabels{LabelBackend: b.Name}
+		labels := client.MatchingLabels{hicachev1alpha1.LabelBackend: b.Name}
 		if scope.namespace != "" {
-			labels[LabelCacheNamespace] = scope.namespace
+			labels[hicachev1alpha1.LabelCacheNamespace] = scope.namespace
 		}
 		var pl corev1.PodList
 		if err := c.List(ctx, &pl, client.InNamespace(b.Namespace), labels); err != nil {

@@ -19,17 +19,6 @@ import (
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 )
 
-// Names the operator gives to what it creates. They are the operator's (package controllers);
-// a test checks that they agree.
-const (
-	labelDeployment = "hicache.io/deployment"
-	labelGroup      = "hicache.io/group"
-	labelPodIndex   = "apps.kubernetes.io/pod-index"
-)
-
-// configMapName is the ConfigMap in which the operator keeps a deployment's rank plan.
-func configMapName(hcd string) string { return hcd + "-hicache" }
-
 // clusterFlags are kubectl's flags for reaching a cluster.
 type clusterFlags struct {
 	kubeconfig string

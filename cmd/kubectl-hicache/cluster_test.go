@@ -253,17 +253,6 @@ func keys(namespace string, n int) []string {
 // lines splits output into its lines.
 func lines(s string) []string { return strings.Split(strings.TrimRight(s, "\n"), "\n") }
 
-// The plugin's names for the operator's labels and ConfigMap are the operator's.
-func TestNamesMatchTheOperator(t *testing.T) {
-	got := map[string]string{"deployment": labelDeployment, "group": labelGroup, "pod index": labelPodIndex}
-	want := map[string]string{"deployment": controllers.LabelDeployment, "group": controllers.LabelGroup, "pod index": controllers.LabelPodIndex}
-	for k := range want {
-		if got[k] != want[k] {
-			t.Errorf("label of the %s: plugin %q, operator %q", k, got[k], want[k])
-		}
-	}
-}
-
 // flush --prefix removes exactly one namespace of a real store, following the CacheFlush to the
 // end.
 func TestClusterFlushPrefix(t *testing.T) {
@@ -478,7 +467,7 @@ func TestClusterStatus(t *testing.T) {
 	}
 	waitReady("dsv4 ready")
 	var pods corev1.PodList
-	if err := s.k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{controllers.LabelDeployment: "dsv4"}); err != nil {
+	if err := s.k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{hicachev1alpha1.LabelDeployment: "dsv4"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(pods.Items) != 2 {

@@ -98,7 +98,7 @@ func observeDeployment(ctx context.Context, s *session, name string) (*observati
 		}
 		return nil, apiError(err, fmt.Sprintf("reading HiCacheDeployment %q", name))
 	}
-	owned := client.MatchingLabels{labelDeployment: name}
+	owned := client.MatchingLabels{hicachev1alpha1.LabelDeployment: name}
 	var sets appsv1.StatefulSetList
 	if err := s.client.List(ctx, &sets, client.InNamespace(s.namespace), owned); err != nil {
 		return nil, apiError(err, "listing the StatefulSets of "+name)
@@ -118,11 +118,11 @@ func observeDeployment(ctx context.Context, s *session, name string) (*observati
 		}
 	}
 	var cm corev1.ConfigMap
-	switch err := s.client.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: configMapName(name)}, &cm); {
+	switch err := s.client.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: resolve.ConfigMapName(name)}, &cm); {
 	case err == nil:
 		obs.configMap = &cm
 	case !apierrors.IsNotFound(err):
-		return nil, apiError(err, "reading ConfigMap "+configMapName(name))
+		return nil, apiError(err, "reading ConfigMap "+resolve.ConfigMapName(name))
 	}
 	if st := obs.hcd.Spec.Storage; st != nil {
 		var cb hicachev1alpha1.CacheBackend
@@ -271,7 +271,7 @@ func newStatusReport(obs *observation) statusReport {
 // duties is the rank plan the operator stored in the ConfigMap, or the plan recomputed from the
 // spec when the ConfigMap holds none.
 func duties(h *hicachev1alpha1.HiCacheDeployment, cm *corev1.ConfigMap) dutiesReport {
-	name := configMapName(h.Name)
+	name := resolve.ConfigMapName(h.Name)
 	var note string
 	switch {
 	case cm == nil:
@@ -306,7 +306,7 @@ func groups(obs *observation, desired int32, nodes int, plan *cache.RankPlan) []
 		get(g)
 	}
 	for i := range obs.sets {
-		if g, err := strconv.Atoi(obs.sets[i].Labels[labelGroup]); err == nil {
+		if g, err := strconv.Atoi(obs.sets[i].Labels[hicachev1alpha1.LabelGroup]); err == nil {
 			get(g).StatefulSet = obs.sets[i].Name
 		}
 	}
@@ -316,11 +316,11 @@ func groups(obs *observation, desired int32, nodes int, plan *cache.RankPlan) []
 	}
 	for i := range obs.pods {
 		p := &obs.pods[i]
-		g, err := strconv.Atoi(p.Labels[labelGroup])
+		g, err := strconv.Atoi(p.Labels[hicachev1alpha1.LabelGroup])
 		if err != nil {
 			continue
 		}
-		rank, err := strconv.Atoi(p.Labels[labelPodIndex])
+		rank, err := strconv.Atoi(p.Labels[appsv1.PodIndexLabel])
 		if err != nil {
 			rank = -1
 		}

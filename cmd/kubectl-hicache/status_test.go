@@ -75,7 +75,7 @@ func (o *observed) Pod(g, i int, node string, ready bool) *observed {
 		status, phase = corev1.ConditionTrue, corev1.PodRunning
 	}
 	o.obs.pods = append(o.obs.pods, corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{labelDeployment: o.obs.hcd.Name, labelGroup: itoa(g), labelPodIndex: itoa(i)}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{hicachev1alpha1.LabelDeployment: o.obs.hcd.Name, hicachev1alpha1.LabelGroup: itoa(g), appsv1.PodIndexLabel: itoa(i)}},
 		Spec:       corev1.PodSpec{NodeName: node},
 		Status:     corev1.PodStatus{Phase: phase, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
 	})
@@ -85,7 +85,7 @@ func (o *observed) Pod(g, i int, node string, ready bool) *observed {
 // Group adds the StatefulSet of group g.
 func (o *observed) Group(g int) *observed {
 	o.obs.sets = append(o.obs.sets, appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{
-		Name: o.obs.hcd.Name + "-" + itoa(g), Labels: map[string]string{labelDeployment: o.obs.hcd.Name, labelGroup: itoa(g)}}})
+		Name: o.obs.hcd.Name + "-" + itoa(g), Labels: map[string]string{hicachev1alpha1.LabelDeployment: o.obs.hcd.Name, hicachev1alpha1.LabelGroup: itoa(g)}}})
 	return o
 }
 

@@ -198,7 +198,7 @@ func checkNames(hcd *hicachev1alpha1.HiCacheDeployment) error {
 			"%q must be a DNS label (lowercase letters, digits and '-', starting with a letter) of at most %d characters: it names the Services, StatefulSets and pods of the serving groups", n, MaxNameLength)}
 	}
 	for k := range hcd.Spec.Template.Labels {
-		if strings.HasPrefix(k, "hicache.io/") || strings.HasPrefix(k, "apps.kubernetes.io/") {
+		if strings.HasPrefix(k, hicachev1alpha1.LabelPrefix) || strings.HasPrefix(k, "apps.kubernetes.io/") {
 			return &FieldError{Field: "spec.template.labels", Message: fmt.Sprintf(
 				"%q is a label the operator sets on rank pods (hicache.io/ and apps.kubernetes.io/ are reserved); choose another key", k)}
 		}
@@ -449,6 +449,10 @@ func (r *Resolved) Writers() int {
 	}
 	return n
 }
+
+// ConfigMapName is the ConfigMap in which the operator keeps a deployment's rendered extra
+// config and rank plan (kubectl hicache status reads it).
+func ConfigMapName(hcd string) string { return hcd + "-hicache" }
 
 // FactList is the layout facts as sorted "name=value" strings.
 func (r *Resolved) FactList() []string {

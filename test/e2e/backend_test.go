@@ -143,7 +143,7 @@ spec:
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "store-master"}, &np); err != nil {
 		t.Fatal(err)
 	}
-	if len(np.Spec.Ingress) != 2 || np.Spec.Ingress[0].From[0].PodSelector.MatchLabels["hicache.io/backend"] != "store" {
+	if len(np.Spec.Ingress) != 2 || np.Spec.Ingress[0].From[0].PodSelector.MatchLabels[hicachev1alpha1.LabelBackend] != "store" {
 		t.Errorf("network policy ingress %+v: want RPC from the backend's users and admin from the operator", np.Spec.Ingress)
 	}
 	var store appsv1.StatefulSet

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
 )
 
 // qwen3Named is the qwen3 deployment under another object name, with the same served name (so
@@ -101,8 +100,8 @@ func TestRefusedExtraArgIsReportedAndCreatesNoPods(t *testing.T) {
 		if got, _ := flagValue(p.Spec.Containers[0].Args, "--kv-cache-dtype"); got != "fp8_e4m3" {
 			t.Errorf("pod %s runs --kv-cache-dtype %q, want fp8_e4m3", p.Name, got)
 		}
-		if p.Labels[controllers.LabelCacheNamespace] != getHCD(t, ns, "fp8").Status.Cache.Namespace {
-			t.Errorf("pod %s writes namespace %s", p.Name, p.Labels[controllers.LabelCacheNamespace])
+		if p.Labels[hicachev1alpha1.LabelCacheNamespace] != getHCD(t, ns, "fp8").Status.Cache.Namespace {
+			t.Errorf("pod %s writes namespace %s", p.Name, p.Labels[hicachev1alpha1.LabelCacheNamespace])
 		}
 	}
 }

@@ -70,8 +70,8 @@ func checkRankFlags(t *testing.T, ns, name string, nodes int, masterRPC string) 
 		if extra["extra_backend_tag"] != h.Status.Cache.Namespace || extra["master_server_address"] != masterRPC {
 			t.Errorf("pod %s: extra config %v, want extra_backend_tag %s and master %s", p.Name, extra, h.Status.Cache.Namespace, masterRPC)
 		}
-		if p.Labels[controllers.LabelCacheNamespace] != h.Status.Cache.Namespace {
-			t.Errorf("pod %s: namespace label %q, want %q", p.Name, p.Labels[controllers.LabelCacheNamespace], h.Status.Cache.Namespace)
+		if p.Labels[hicachev1alpha1.LabelCacheNamespace] != h.Status.Cache.Namespace {
+			t.Errorf("pod %s: namespace label %q, want %q", p.Name, p.Labels[hicachev1alpha1.LabelCacheNamespace], h.Status.Cache.Namespace)
 		}
 		gpus := c.Resources.Limits[controllers.GPUResource]
 		if want := int64(h.Spec.Topology.GPUsPerNode); gpus.Value() != want && nodes > 1 {
@@ -266,8 +266,8 @@ func TestBreakingChangeRotatesNamespaceNeutralDoesNot(t *testing.T) {
 		t.Errorf("%d GroupRecreated events after a roll, want none: a rolled group is not a broken one", n)
 	}
 	for _, p := range rankPods(t, ns, "dsv4") {
-		if p.Labels[controllers.LabelCacheNamespace] != nsB {
-			t.Errorf("pod %s writes namespace %s, want %s", p.Name, p.Labels[controllers.LabelCacheNamespace], nsB)
+		if p.Labels[hicachev1alpha1.LabelCacheNamespace] != nsB {
+			t.Errorf("pod %s writes namespace %s, want %s", p.Name, p.Labels[hicachev1alpha1.LabelCacheNamespace], nsB)
 		}
 		if got := extraConfig(t, p.Spec.Containers[0].Args)["extra_backend_tag"]; got != nsB {
 			t.Errorf("pod %s extra_backend_tag %v, want %s", p.Name, got, nsB)

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
 )
 
 // namespaceWithBackend is a namespace for one test with a CacheBackend "mooncake" pointing at a
@@ -122,7 +121,7 @@ func getHCD(t *testing.T, ns, name string) *hicachev1alpha1.HiCacheDeployment {
 func rankPods(t *testing.T, ns, name string) []corev1.Pod {
 	t.Helper()
 	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{controllers.LabelDeployment: name}); err != nil {
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{hicachev1alpha1.LabelDeployment: name}); err != nil {
 		t.Fatal(err)
 	}
 	out := pods.Items[:0]
@@ -138,7 +137,7 @@ func rankPods(t *testing.T, ns, name string) []corev1.Pod {
 func groups(t *testing.T, ns, name string) []appsv1.StatefulSet {
 	t.Helper()
 	var list appsv1.StatefulSetList
-	if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{controllers.LabelDeployment: name}); err != nil {
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{hicachev1alpha1.LabelDeployment: name}); err != nil {
 		t.Fatal(err)
 	}
 	out := list.Items[:0]

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
@@ -330,7 +329,7 @@ func TestFixedNamespaceChangedOntoAnotherLayoutIsHeld(t *testing.T) {
 	})
 	time.Sleep(3 * time.Second)
 	for _, p := range rankPods(t, ns, "second") {
-		if l := p.Labels[controllers.LabelCacheNamespace]; l != "own" {
+		if l := p.Labels[hicachev1alpha1.LabelCacheNamespace]; l != "own" {
 			t.Errorf("pod %s of second writes namespace %s", p.Name, l)
 		}
 	}

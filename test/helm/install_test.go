@@ -175,7 +175,7 @@ func TestInstall(t *testing.T) {
 	}
 	// Ready means every rank pod is: one pod for TP=4 on a node of four GPUs.
 	var pods corev1.PodList
-	if err := admin.List(ctx, &pods, client.InNamespace(serving), client.MatchingLabels{controllers.LabelDeployment: hcd.Name}); err != nil {
+	if err := admin.List(ctx, &pods, client.InNamespace(serving), client.MatchingLabels{hicachev1alpha1.LabelDeployment: hcd.Name}); err != nil {
 		t.Fatal(err)
 	}
 	if len(pods.Items) != 1 {
@@ -391,7 +391,7 @@ func childrenOf(t *testing.T, c client.Client, ns, name string) map[string][]str
 		"ConfigMap":   &corev1.ConfigMapList{},
 		"Pod":         &corev1.PodList{},
 	} {
-		if err := c.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{controllers.LabelDeployment: name}); err != nil {
+		if err := c.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{hicachev1alpha1.LabelDeployment: name}); err != nil {
 			t.Fatal(err)
 		}
 		items, err := meta.ExtractList(list)

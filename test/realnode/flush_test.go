@@ -47,7 +47,7 @@ func qwen3(t *testing.T, ns string) *hicachev1alpha1.HiCacheDeployment {
 	}
 	waitHCDReady(t, ns, h.Name, 2*time.Minute)
 	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{"hicache.io/deployment": h.Name}); err != nil {
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{hicachev1alpha1.LabelDeployment: h.Name}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pods.Items {
@@ -186,7 +186,7 @@ func watchFlushJobs(t *testing.T, ns string) *jobWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	w := &jobWatch{jobs: map[string]*jobSeen{}}
-	opts := metav1.ListOptions{LabelSelector: "hicache.io/flush"}
+	opts := metav1.ListOptions{LabelSelector: hicachev1alpha1.LabelFlush}
 	// A list, then watches from its resourceVersion that resume where they stopped when the
 	// server closes them: no event between the list and the end of the test is lost.
 	jobs, err := cs.BatchV1().Jobs(ns).List(ctx, opts)
@@ -238,7 +238,7 @@ func watchFlushJobs(t *testing.T, ns string) *jobWatch {
 func (w *jobWatch) job(j *batchv1.Job) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	s := w.entry(j.Name, j.Labels["hicache.io/flush"])
+	s := w.entry(j.Name, j.Labels[hicachev1alpha1.LabelFlush])
 	s.complete = s.complete || jobEnded(j, batchv1.JobComplete)
 	s.failed = s.failed || jobEnded(j, batchv1.JobFailed)
 }
@@ -249,7 +249,7 @@ func (w *jobWatch) pod(p *corev1.Pod) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.entry(p.Labels["job-name"], p.Labels["hicache.io/flush"]).pod = p.DeepCopy()
+	w.entry(p.Labels["job-name"], p.Labels[hicachev1alpha1.LabelFlush]).pod = p.DeepCopy()
 }
 
 func (w *jobWatch) entry(job, flush string) *jobSeen {
