@@ -264,8 +264,10 @@ func (plan storePlan) continueDrain(in storeObserved, p storePod, why string) st
 		return plan.notCurrent(hicachev1alpha1.ReasonStoreReplacing, fmt.Sprintf("Replacing store pod %s, drained: %d objects moved to other segments", p.name, rec.MovedObjects))
 	case timedOut(in, p.name):
 		plan.rollout = nil
-		plan.lost = fmt.Sprintf("its drain did not finish within %s (%d bytes still on it, %d objects blocked: read without pause, being written, or with no segment to take them)",
-			in.timeout, used(p), rec.BlockedObjects)
+		// The master reports no usage of a draining segment: its drain job's counts say what
+		// was moved and what could not be.
+		plan.lost = fmt.Sprintf("its drain did not finish within %s: %d objects moved, %d could not be (read without a pause of the master's lease TTL, being written, or with no segment to take them)",
+			in.timeout, rec.MovedObjects, rec.BlockedObjects)
 		if p.ordinal >= plan.replicas {
 			return plan.notCurrent(hicachev1alpha1.ReasonStoreReplacing, fmt.Sprintf("Removing store pod %s: %s", p.name, plan.lost))
 		}

@@ -136,7 +136,7 @@ func TestPlanStores(t *testing.T) {
 		"a drain past its deadline: the pod goes anyway and what is left is reported lost": {
 			in: storeObserved{want: 2, stsReplicas: 3, timeout: 5 * time.Minute, pods: []storePod{spod(0, old, ok, 10), spod(1, old, draining, 4096), spod(2, cur, ok, 10)},
 				rollout: record("mc-store-1", 6*time.Minute, "1-2"), job: &mooncake.DrainJob{ID: "1-2", Status: mooncake.DrainRunning, Blocked: 3}},
-			want: want{replicas: 3, action: storeDelete, pod: "mc-store-1", reason: hicachev1alpha1.ReasonStoreReplacing, lost: "did not finish within 5m0s (4096 bytes still on it, 3 objects blocked"},
+			want: want{replicas: 3, action: storeDelete, pod: "mc-store-1", reason: hicachev1alpha1.ReasonStoreReplacing, lost: "did not finish within 5m0s: 0 objects moved, 3 could not be (read without a pause"},
 		},
 		"a surge pod past its deadline is dropped by the replicas": {
 			in: storeObserved{want: 2, stsReplicas: 3, timeout: time.Minute, pods: []storePod{spod(0, cur, ok, 10), spod(1, cur, ok, 10), spod(2, cur, draining, 10)},

@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +23,7 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/images"
+	"github.com/hicache-io/hicache-operator/internal/localcluster"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
@@ -241,4 +246,156 @@ func logSegments(t *testing.T, ns, when string) {
 		fmt.Fprintf(&b, " %s %s %dKiB;", s.Name, s.Status, s.UsedBytes>>10)
 	}
 	logf("%s: segments %s:%s", ns, when, b.String())
+}
+
+// While clients read every object without pause, each read renews its lease and the master
+// moves none of them: a store pod's drain cannot finish. The roll still ends, each pod replaced
+// at drainTimeoutSeconds; what the replaced pods held is lost, the operator says so in a Warning
+// Event, and no read ever returns bytes other than those written.
+func TestStoreRollUnderConstantReadsEndsAtTheDrainDeadline(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "storehot", restricted)
+	const stores, timeout = 2, 10
+	managedBackend(t, ns, stores, "64Mi", func(cb *hicachev1alpha1.CacheBackend) {
+		s := cb.Spec.Mooncake.Managed.Store
+		s.Image = images.Mooncake
+		s.LocalBufferSize = ptr.To(resource.MustParse("32Mi"))
+		s.DrainTimeoutSeconds = timeout
+	})
+	waitStoresCurrent(t, ns, stores, images.Mooncake, 2*time.Minute)
+	const n, size = 60, 64 << 10
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%sQwen-Qwen3-32B_%064x_0_k", rollNamespace, i)
+	}
+	putKeys(t, ns, "put-keys", keys, size)
+	before := countKeys(t, ns, rollNamespace)
+
+	// Readers: every object read back about once a second, from before the bump to after the
+	// roll.
+	reader := startReader(t, ns, "reader", keys, size, 150*time.Second)
+	time.Sleep(5 * time.Second)
+	const bumped = "localhost/mooncake:store-hot"
+	if err := node.TagImage(ctx, images.Mooncake, bumped); err != nil {
+		t.Fatal(err)
+	}
+	cb := getBackend(t, ns)
+	patch := client.MergeFrom(cb.DeepCopy())
+	cb.Spec.Mooncake.Managed.Store.Image = bumped
+	began := time.Now()
+	if err := k8s.Patch(ctx, cb, patch); err != nil {
+		t.Fatal(err)
+	}
+	// Each of the three drains (two old pods, then the surge pod) ends by the deadline at the
+	// latest; the rest is pod start-up.
+	waitStoresCurrent(t, ns, stores, bumped, 5*time.Minute)
+	rolled := time.Since(began)
+	after := countKeys(t, ns, rollNamespace)
+	passes, wrong, worst := reader.results(t)
+
+	var lostEvents []string
+	var evs eventsv1.EventList
+	if err := k8s.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if e.Regarding.Kind == "CacheBackend" && e.Reason == "StoreObjectsLost" && e.Type == corev1.EventTypeWarning {
+			lostEvents = append(lostEvents, e.Note)
+		}
+	}
+	logf("%s: store roll of %d pods under constant reads (drain deadline %ds) in %s; keys under %s: %d before, %d after (lost fraction %.2f); %d read passes, fewest objects found in one %d of %d, wrong bytes %d; %d StoreObjectsLost events: %s",
+		ns, stores, timeout, rolled.Round(time.Second), rollNamespace, before, after, float64(before-after)/float64(before), passes, worst, n, wrong,
+		len(lostEvents), strings.Join(lostEvents, " | "))
+	if wrong != 0 {
+		t.Errorf("%d reads returned bytes other than those written", wrong)
+	}
+	if passes < 10 {
+		t.Errorf("only %d read passes: the objects were not read without pause", passes)
+	}
+	if after < before && len(lostEvents) == 0 {
+		t.Errorf("%d of %d objects were lost and no StoreObjectsLost Event says so", before-after, before)
+	}
+	if rolled > time.Duration(3*(timeout+60))*time.Second {
+		t.Errorf("the roll took %s; each drain should give up at its %ds deadline", rolled, timeout)
+	}
+}
+
+// reader is a Job that reads keys back in a loop for a while.
+type reader struct {
+	ns, name string
+}
+
+// startReader starts a Job on the real node that runs store.py verify over the keys again and
+// again for d.
+func startReader(t *testing.T, ns, name string, keys []string, size int, d time.Duration) *reader {
+	t.Helper()
+	ctx := context.Background()
+	script, err := os.ReadFile(filepath.Join(repoRoot(), "hack", "mooncake", "store.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Data: map[string]string{"store.py": string(script), "keys.txt": strings.Join(keys, "\n") + "\n"}}
+	if err := k8s.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	master := fmt.Sprintf("%s-master.%s.svc:%d", backendName, ns, 50051)
+	loop := fmt.Sprintf(`end=$(( $(date +%%s) + %d )); while [ $(date +%%s) -lt $end ]; do python3 /scripts/store.py --master %s verify --size %d --keys-file /scripts/keys.txt 2>/dev/null || echo '{"failed": 1}'; done`,
+		int(d.Seconds()), master, size)
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To(int32(0)),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				NodeSelector:  localcluster.RealNodeSelector(),
+				Tolerations:   []corev1.Toleration{localcluster.RealNodeToleration()},
+				SecurityContext: &corev1.PodSecurityContext{
+					RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)), RunAsGroup: ptr.To(int64(65532)),
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				},
+				Containers: []corev1.Container{{
+					Name: "read", Image: images.Mooncake, ImagePullPolicy: corev1.PullNever,
+					Command:      []string{"sh", "-c", loop},
+					VolumeMounts: []corev1.VolumeMount{{Name: "scripts", MountPath: "/scripts"}},
+					SecurityContext: &corev1.SecurityContext{
+						AllowPrivilegeEscalation: ptr.To(false),
+						Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+					},
+				}},
+				Volumes: []corev1.Volume{{Name: "scripts", VolumeSource: corev1.VolumeSource{
+					ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}},
+			}},
+		},
+	}
+	if err := k8s.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	return &reader{ns: ns, name: name}
+}
+
+// results waits for the reader to finish and returns how many passes it read, how many reads
+// returned other bytes than written, and the fewest objects one pass found.
+func (r *reader) results(t *testing.T) (passes, wrong, fewest int) {
+	t.Helper()
+	testutil.Eventually(t, 4*time.Minute, "the reader Job finished", func() (bool, string) {
+		var j batchv1.Job
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: r.ns, Name: r.name}, &j); err != nil {
+			return false, err.Error()
+		}
+		return j.Status.Succeeded+j.Status.Failed > 0, fmt.Sprintf("%+v", j.Status)
+	})
+	fewest = -1
+	for _, line := range strings.Split(jobLog(t, r.ns, r.name), "\n") {
+		var v struct{ Verified, Missing, Wrong int }
+		if !strings.HasPrefix(line, "{\"verified\"") || json.Unmarshal([]byte(line), &v) != nil {
+			continue
+		}
+		passes++
+		wrong += v.Wrong
+		if fewest < 0 || v.Verified < fewest {
+			fewest = v.Verified
+		}
+	}
+	return passes, wrong, fewest
 }
