@@ -11,6 +11,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -177,6 +179,9 @@ func (b *builder) image(img images.Image) error {
 		}
 	}
 	start := time.Now()
+	if err := os.MkdirAll(filepath.Dir(tarPath), 0o750); err != nil {
+		return err
+	}
 	stage, err := os.MkdirTemp(b.out, ".stage-"+img.Name+"-")
 	if err != nil {
 		return err
@@ -216,6 +221,8 @@ func (b *builder) recipe(img images.Image) (recipe, error) {
 		})
 	case "mooncake":
 		return b.mooncakeRecipe(img)
+	case "router":
+		return b.routerRecipe(img)
 	}
 	return recipe{}, fmt.Errorf("no recipe for image %s", img.Name)
 }
@@ -332,6 +339,105 @@ func (b *builder) mooncakeRecipe(img images.Image) (recipe, error) {
 		logf("%s: writing the layer and the tarball", img.Ref)
 		return imagebuild.Spec{Ref: img.Ref, RootFS: rootfs, Config: cfg}, nil
 	}}, nil
+}
+
+const routerRequirements = "hack/router/requirements.txt"
+
+// routerRecipe is the router: the pinned wheels of hack/router/requirements.txt unpacked into
+// the site-packages of the Mooncake image's python3, as one layer over that image. Its key
+// covers the requirements (versions and hashes), the installer, the Mooncake image's key and
+// the config.
+func (b *builder) routerRecipe(img images.Image) (recipe, error) {
+	data, err := os.ReadFile(filepath.Join(b.root, routerRequirements))
+	if err != nil {
+		return recipe{}, err
+	}
+	reqs, err := imagebuild.ParseRequirements(data)
+	if err != nil {
+		return recipe{}, fmt.Errorf("%s: %w", routerRequirements, err)
+	}
+	if i := slices.IndexFunc(reqs, func(r imagebuild.Requirement) bool { return r.Name == "smg" }); i < 0 || reqs[i].Version != images.RouterVersion {
+		return recipe{}, fmt.Errorf("%s does not pin smg==%s, internal/images.RouterVersion: change both together", routerRequirements, images.RouterVersion)
+	}
+	base := filepath.Join(b.out, "mooncake.tar")
+	baseKey, err := os.ReadFile(base + ".key")
+	if err != nil {
+		return recipe{}, fmt.Errorf("the router image is built over the Mooncake image, which is not built yet (%s): run make images", filepath.Join(images.Dir, "mooncake.tar"))
+	}
+	cfg := v1.Config{
+		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"},
+		User:       "65532:65532",
+		Entrypoint: []string{"python3", "-m", "smg.launch_router"},
+		Cmd:        []string{"--help"},
+		Labels:     map[string]string{"io.hicache.smg-version": images.RouterVersion},
+	}
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return recipe{}, err
+	}
+	// The installer is part of the recipe: a change to how wheels are unpacked rebuilds.
+	inputs, err := fileInputs(b.root, []string{filepath.Join(b.root, "internal/imagebuild/wheel.go")})
+	if err != nil {
+		return recipe{}, err
+	}
+	inputs = append(inputs,
+		imagebuild.Input{Name: "format", Data: []byte(buildFormat)},
+		imagebuild.Input{Name: routerRequirements, Data: data},
+		imagebuild.Input{Name: "base", Data: baseKey},
+		imagebuild.Input{Name: "config", Data: cfgJSON},
+	)
+	return recipe{inputs: inputs, build: func(stage string) (imagebuild.Spec, error) {
+		wheels := filepath.Join(filepath.Dir(b.out), "router")
+		site := filepath.Join(stage, "rootfs", "usr", "local", "lib", "python3.11", "dist-packages")
+		for _, r := range reqs {
+			wheel, err := pinnedWheel(wheels, r)
+			if err != nil {
+				return imagebuild.Spec{}, err
+			}
+			logf("%s: installing %s", img.Ref, filepath.Base(wheel))
+			if err := imagebuild.InstallWheel(wheel, site); err != nil {
+				return imagebuild.Spec{}, err
+			}
+		}
+		return imagebuild.Spec{Ref: img.Ref, RootFS: filepath.Join(stage, "rootfs"), Config: cfg, Base: base}, nil
+	}}, nil
+}
+
+// pinnedWheel finds r's wheel for CPython 3.11 on x86_64 Linux in dir, downloading it with pip
+// when missing, and checks it against r's hashes.
+func pinnedWheel(dir string, r imagebuild.Requirement) (string, error) {
+	find := func() string {
+		norm := strings.ReplaceAll(r.Name, "-", "_")
+		m, _ := filepath.Glob(filepath.Join(dir, norm+"-"+r.Version+"-*.whl"))
+		if len(m) == 0 {
+			return ""
+		}
+		return m[0]
+	}
+	wheel := find()
+	if wheel == "" {
+		logf("downloading %s==%s into %s", r.Name, r.Version, rel(filepath.Dir(filepath.Dir(dir)), dir))
+		cmd := exec.Command("python3", "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps", "--only-binary=:all:",
+			"--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_28_x86_64",
+			"--platform", "manylinux_2_5_x86_64", "--platform", "manylinux1_x86_64",
+			"--python-version", "3.11", "--implementation", "cp", "--abi", "cp311", "--abi", "abi3", "-d", dir, r.Name+"=="+r.Version)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("pip download %s==%s: %w", r.Name, r.Version, err)
+		}
+		if wheel = find(); wheel == "" {
+			return "", fmt.Errorf("pip downloaded no wheel of %s==%s into %s", r.Name, r.Version, dir)
+		}
+	}
+	data, err := os.ReadFile(wheel)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); !slices.Contains(r.SHA256, got) {
+		return "", fmt.Errorf("%s has SHA-256 %s, which %s does not pin for %s==%s: delete it and run again; if the release was re-uploaded, review it and update the pin", wheel, got, routerRequirements, r.Name, r.Version)
+	}
+	return wheel, nil
 }
 
 // machineMirror reads the Debian mirror from this machine's apt sources, in apt's order.

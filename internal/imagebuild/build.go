@@ -19,6 +19,8 @@ type Spec struct {
 	Ref    string
 	RootFS string
 	Config v1.Config
+	// Base is a docker-archive tarball of one image whose layers come first; empty for none.
+	Base string
 }
 
 // Write builds the image of spec onto an empty base and writes it, tagged spec.Ref, as a
@@ -51,7 +53,13 @@ func Write(spec Spec, path string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	base := empty.Image
+	if spec.Base != "" {
+		if base, err = tarball.ImageFromPath(spec.Base, nil); err != nil {
+			return 0, fmt.Errorf("the base image %s: %w", spec.Base, err)
+		}
+	}
+	img, err := mutate.AppendLayers(base, layer)
 	if err != nil {
 		return 0, err
 	}

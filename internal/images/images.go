@@ -39,6 +39,13 @@ const (
 
 	// Pause is the sandbox image of the local node's pods (containerd's sandbox_image).
 	Pause = "localhost/pause:local"
+
+	// RouterVersion is the smg release the router image carries. It must equal the smg pin of
+	// hack/router/requirements.txt; a test checks it.
+	RouterVersion = "1.13.0"
+	// Router is the router image: the Mooncake image's Debian and python3 with the pinned smg
+	// wheel (python3 -m smg.launch_router) and what its launcher imports.
+	Router = "localhost/smg:" + RouterVersion
 )
 
 // Image is one locally built image: its reference and the file `make images` writes it to,
@@ -57,6 +64,9 @@ var All = []Image{
 	{Name: "pause", Ref: Pause, File: "pause.tar"},
 	{Name: "operator", Ref: Operator, File: "hicache-operator.tar"},
 	{Name: "mooncake", Ref: Mooncake, File: "mooncake.tar"},
+	// In a directory of its own: a real node imports the tarballs of bin/images itself, and only
+	// the tests that run a router need this one.
+	{Name: "router", Ref: Router, File: "router/smg.tar"},
 }
 
 // Dir is where `make images` writes the tarballs, relative to the repository root.

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/hicache-io/hicache-operator/internal/images"
 )
 
 func TestTheTableIsThePinnedRouter(t *testing.T) {
@@ -24,6 +26,9 @@ func TestTheTableIsThePinnedRouter(t *testing.T) {
 	}
 	if s.Program() != "smg" || s.Version() != string(m[1]) {
 		t.Fatalf("table of %s %s, but hack/router/requirements.txt pins smg %s: run hack/router-args.sh", s.Program(), s.Version(), m[1])
+	}
+	if images.RouterVersion != string(m[1]) {
+		t.Fatalf("internal/images.RouterVersion is %s, but hack/router/requirements.txt pins smg %s: change both together", images.RouterVersion, m[1])
 	}
 	for _, flag := range []string{"--service-discovery", "--prefill-selector", "--decode-selector", "--pd-disaggregation", "--health-check-port", "--policy"} {
 		if _, ok := s.Lookup(flag); !ok {
