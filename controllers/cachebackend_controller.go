@@ -47,6 +47,10 @@ type BackendProbe struct {
 	KeyCount, CapacityBytes, UsedBytes int64
 	// SegmentCount is the number of memory segments mounted in the store.
 	SegmentCount int64
+	// Leader is the HA leader's RPC address (host:port) the master names, ViewVersion its view;
+	// empty and 0 without HA.
+	Leader      string
+	ViewVersion int64
 }
 
 // StoreAdmin is what the operator asks of a store's admin API. Its errors never quote what the
@@ -58,6 +62,8 @@ type StoreAdmin interface {
 	RemoveAll(ctx context.Context, adminURL string, force bool, tenant string) (removed int64, err error)
 	// CountKeys counts the objects whose key starts with prefix ("" counts all).
 	CountKeys(ctx context.Context, adminURL, prefix string) (int64, error)
+	// MasterHealth asks one master its HA role.
+	MasterHealth(ctx context.Context, adminURL string) (MasterHealth, error)
 }
 
 // CacheBackendReconciler runs managed Mooncake masters and probes every backend's health and
@@ -111,23 +117,31 @@ func (r *CacheBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	var rec probeRecord
 	if deployed {
 		last, ok := r.probes.get(req.NamespacedName)
+		pods, err := r.haTargets(ctx, &cb)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
 		reuse, after := reuseProbe(last, ok, endpoints.AdminURL, cb.Generation, now, r.Options.BackendPollInterval)
-		if reuse {
+		if reuse && last.PodsKey == podsKey(pods) {
 			rec, requeue = last, after
 		} else {
 			pctx, cancel := context.WithTimeout(ctx, r.Options.ProbeTimeout)
-			probe, perr := r.Admin.Probe(pctx, endpoints.AdminURL)
+			rec = r.probeOnce(pctx, &cb, endpoints, pods)
 			cancel()
-			if perr != nil && ctx.Err() != nil {
+			if rec.Err != nil && ctx.Err() != nil {
 				return ctrl.Result{}, nil // the manager is stopping: no verdict on the backend
 			}
-			rec = probeRecord{AdminURL: endpoints.AdminURL, Generation: cb.Generation, At: r.Clock.Now(), Probe: probe, Err: perr}
 			r.probes.put(req.NamespacedName, rec)
 		}
+		if err := r.followLeader(ctx, &cb, st, rec, pods); err != nil {
+			return ctrl.Result{}, err
+		}
+		requeue = haRequeue(&cb, rec, requeue)
 	} else {
 		r.probes.forget(req.NamespacedName)
 	}
 	setBackendConditions(st, cb.Generation, metav1.NewTime(now), deployed, rec)
+	setHAStatus(st, &cb, deployed, rec, metav1.NewTime(now))
 
 	// 2b. Store pods, rolled one at a time after the master has drained them.
 	storeRequeue, err := r.reconcileStores(ctx, &cb, endpoints, deployed && rec.Err == nil, st, now)
@@ -225,6 +239,12 @@ type probeRecord struct {
 	At         time.Time
 	Probe      BackendProbe
 	Err        error
+	// PodsKey names the master pods asked (HA only); HA is what they answered.
+	PodsKey string
+	HA      *haView
+	// LeaderAdminURL is the admin API of the leader an external backend's adminURL led to, ""
+	// when the adminURL is the leader's.
+	LeaderAdminURL string
 }
 
 // reuseProbe decides whether the last probe still stands: it does while it is younger than the
@@ -289,6 +309,7 @@ func (r *CacheBackendReconciler) reconcileMaster(ctx context.Context, cb *hicach
 	if ep.MetadataServer == "" {
 		ep.MetadataServer = "P2PHANDSHAKE"
 	}
+	ep.ClusterID = haClusterID(cb)
 	if m.External != nil {
 		ep.RPCAddress, ep.AdminURL = m.External.RPCAddress, m.External.AdminURL
 		ep.MetricsPort = explicitPort(m.External.AdminURL)
@@ -415,9 +436,9 @@ func buildMasterDeployment(cb *hicachev1alpha1.CacheBackend, image string) *apps
 		ObjectMeta: metav1.ObjectMeta{Name: masterName(cb.Name), Namespace: cb.Namespace,
 			Labels: labels, OwnerReferences: backendOwner(cb)},
 		Spec: appsv1.DeploymentSpec{
-			// One master until HA (etcd or Kubernetes leases) is designed in.
-			Replicas: ptr.To(int32(1)),
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			// One master, replaced by stopping it first; or HA members (cachebackend_ha.go).
+			Replicas: ptr.To(masterReplicas(cb)),
+			Strategy: masterStrategy(cb),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
@@ -425,11 +446,12 @@ func buildMasterDeployment(cb *hicachev1alpha1.CacheBackend, image string) *apps
 					SecurityContext: podSec,
 					NodeSelector:    nodeSelector,
 					Tolerations:     tolerations,
+					Affinity:        masterAffinity(cb),
 					Containers: []corev1.Container{{
 						Name:    "master",
 						Image:   image,
 						Command: []string{"mooncake_master"},
-						Args:    masterArgs(m),
+						Args:    append(masterArgs(m), masterHAArgs(cb)...),
 						Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
 							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
 						Ports: []corev1.ContainerPort{
@@ -454,7 +476,7 @@ func buildMasterService(cb *hicachev1alpha1.CacheBackend) *corev1.Service {
 		ObjectMeta: metav1.ObjectMeta{Name: masterName(cb.Name), Namespace: cb.Namespace,
 			Labels: backendLabels(cb, "master"), OwnerReferences: backendOwner(cb)},
 		Spec: corev1.ServiceSpec{
-			Selector: backendLabels(cb, "master"),
+			Selector: masterServiceSelector(cb),
 			Ports: []corev1.ServicePort{
 				{Name: "rpc", Port: m.RPCPort, TargetPort: intstr.FromString("rpc"), Protocol: corev1.ProtocolTCP},
 				{Name: "admin", Port: m.AdminPort, TargetPort: intstr.FromString("admin"), Protocol: corev1.ProtocolTCP},

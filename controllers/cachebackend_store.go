@@ -94,7 +94,8 @@ func buildStoreStatefulSet(cb *hicachev1alpha1.CacheBackend, image string, repli
 	}
 	env := []corev1.EnvVar{
 		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
-		{Name: "MOONCAKE_MASTER", Value: fmt.Sprintf("%s.%s.svc:%d", masterName(cb.Name), cb.Namespace, m.RPCPort)},
+		// The master Service, or with HA the etcd where the store finds the leader.
+		{Name: "MOONCAKE_MASTER", Value: managedRPCAddress(cb)},
 		{Name: "MOONCAKE_TE_META_DATA_SERVER", Value: cb.Spec.Mooncake.MetadataServer},
 		{Name: "MOONCAKE_GLOBAL_SEGMENT_SIZE", Value: strconv.FormatInt(s.SegmentSize.Value(), 10)},
 		{Name: "MOONCAKE_LOCAL_BUFFER_SIZE", Value: strconv.FormatInt(storeLocalBuffer(s), 10)},
@@ -109,6 +110,7 @@ func buildStoreStatefulSet(cb *hicachev1alpha1.CacheBackend, image string, repli
 		corev1.EnvVar{Name: "MOONCAKE_ENABLE_CLIENT_HTTP_SERVER", Value: "true"},
 		corev1.EnvVar{Name: "MOONCAKE_CLIENT_HTTP_PORT", Value: strconv.Itoa(storeHealthPort)},
 	)
+	env = append(env, clientClusterEnv(haClusterID(cb))...)
 	container := corev1.Container{
 		Name:    "store",
 		Image:   image,

@@ -105,7 +105,7 @@ func buildFlushJob(req NamespaceFlushRequest) *batchv1.Job {
 						// The result line goes to the termination message, where the operator
 						// reads it without access to logs.
 						Command: []string{"sh", "-c", `python3 -c "$FLUSH_SCRIPT" > /dev/termination-log; rc=$?; cat /dev/termination-log; exit $rc`},
-						Env: []corev1.EnvVar{
+						Env: append([]corev1.EnvVar{
 							{Name: "FLUSH_SCRIPT", Value: flushjob.Script},
 							{Name: flushjob.EnvMaster, Value: req.Endpoints.RPCAddress},
 							// No admin URL: the operator counts what is left itself, and the
@@ -115,7 +115,7 @@ func buildFlushJob(req NamespaceFlushRequest) *batchv1.Job {
 							{Name: flushjob.EnvForce, Value: strconv.FormatBool(req.Force)},
 							{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 							{Name: flushjob.EnvLocalHostname, Value: "$(POD_IP)"},
-						},
+						}, clientClusterEnv(req.Endpoints.ClusterID)...),
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 						SecurityContext:          sec,
 					}},
@@ -231,6 +231,9 @@ func (l LocalFlusher) FlushNamespace(ctx context.Context, req NamespaceFlushRequ
 		ctx = ctx2
 	}
 	cmd := exec.CommandContext(ctx, l.Python, args...)
+	if id := req.Endpoints.ClusterID; id != "" {
+		cmd.Env = append(os.Environ(), envClusterID+"="+id)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error {
 		// The script leads its own group (Setpgid): -pid is the group, its forked child too.

@@ -254,7 +254,8 @@ func (r *HiCacheDeploymentReconciler) backendEndpoints(ctx context.Context, hcd 
 		}
 		return nil, nil, &conditionError{hicachev1alpha1.ReasonBackendNotReady, msg + "; serving groups start once it is"}
 	}
-	be := &resolve.Backend{Name: name, RPCAddress: cb.Status.Endpoints.RPCAddress, MetadataServer: cb.Status.Endpoints.MetadataServer}
+	be := &resolve.Backend{Name: name, RPCAddress: cb.Status.Endpoints.RPCAddress, MetadataServer: cb.Status.Endpoints.MetadataServer,
+		ClusterID: cb.Status.Endpoints.ClusterID}
 	// Ranks ask the master's admin port too (master_metrics_port), which the backend publishes.
 	be.MetricsPort = int(cb.Status.Endpoints.MetricsPort)
 	if be.MetricsPort == 0 {

@@ -43,15 +43,19 @@ func storeIDOf(cb *hicachev1alpha1.CacheBackend) string {
 	case m == nil:
 		return ""
 	case m.External != nil:
-		return store.ID(m.External.RPCAddress, cb.Namespace, "")
+		return store.WithCluster(store.ID(m.External.RPCAddress, cb.Namespace, ""), haClusterID(cb))
 	case m.Managed != nil:
-		return store.ID(managedRPCAddress(cb), cb.Namespace, "")
+		return store.WithCluster(store.ID(managedRPCAddress(cb), cb.Namespace, ""), haClusterID(cb))
 	}
 	return ""
 }
 
-// managedRPCAddress is where a managed master's RPC port answers.
+// managedRPCAddress is where clients reach a managed master: its Service's RPC port, or with
+// HA the etcd in which clients find the leader.
 func managedRPCAddress(cb *hicachev1alpha1.CacheBackend) string {
+	if managedHA(cb) != nil {
+		return etcdAddress(haEtcdEndpoints(cb))
+	}
 	return fmt.Sprintf("%s.%s.svc:%d", masterName(cb.Name), cb.Namespace, cb.Spec.Mooncake.Managed.RPCPort)
 }
 

@@ -72,6 +72,7 @@ type MooncakeSpec struct {
 }
 
 // ManagedMooncake is a Mooncake master the operator runs.
+// +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas == 1 || has(self.ha)",message="spec.mooncake.managed.replicas above 1 needs spec.mooncake.managed.ha: without leader election every master would serve on its own and clients would see different stores"
 type ManagedMooncake struct {
 	// image runs mooncake_master (and mooncake_store_service for store pods).
 	// +kubebuilder:validation:MaxLength=512
@@ -123,6 +124,54 @@ type ManagedMooncake struct {
 	// pure clients.
 	// +optional
 	Store *StorePods `json:"store,omitempty"`
+
+	// replicas is the number of masters. One master serves at a time; more than one needs ha,
+	// and the others are standbys that take over when the leader fails.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=7
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// ha elects the serving master through etcd (mooncake_master --enable_ha). Clients then reach
+	// the leader through an etcd:// address.
+	// +optional
+	HA *MasterHA `json:"ha,omitempty"`
+}
+
+// MasterHA is leader election of the managed masters through etcd.
+type MasterHA struct {
+	// etcd is the etcd the masters elect their leader in and keep their metadata log in.
+	// +required
+	Etcd EtcdEndpoints `json:"etcd"`
+
+	// replicateMetadata replicates the objects' metadata to the standbys (--enable_oplog), so
+	// that a failover keeps the cache. Without it a new leader starts empty: every object is lost
+	// (never read stale). It costs one etcd write per batch of puts and removals.
+	// +kubebuilder:default=true
+	// +optional
+	ReplicateMetadata *bool `json:"replicateMetadata,omitempty"`
+}
+
+// EtcdEndpoints is an existing etcd cluster.
+type EtcdEndpoints struct {
+	// endpoints are the etcd client addresses, host:port. The pinned Mooncake release speaks
+	// plain gRPC to them: it has no setting for a CA or a client certificate.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=7
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$`
+	// +listType=atomic
+	// +required
+	Endpoints []string `json:"endpoints"`
+
+	// clusterID names this store in etcd (--cluster_id; clients read it as MC_STORE_CLUSTER_ID):
+	// stores that share one etcd need different ones. Empty means the backend's namespace and
+	// name.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._-]+$`
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
 }
 
 // StorePods are dedicated Mooncake store pods.
@@ -188,18 +237,30 @@ type StorePods struct {
 
 // ExternalMooncake is an existing Mooncake master.
 type ExternalMooncake struct {
-	// rpcAddress is the master's RPC address, host:port.
+	// rpcAddress is the master's RPC address, host:port; or, for masters with HA, the etcd they
+	// elect their leader in, etcd://host:port[;host:port...], through which clients find the
+	// leader.
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=256
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$`
+	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}|etcd://[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}([;,][A-Za-z0-9.\-\[\]:]+:[0-9]{1,5})*)$`
 	// +required
 	RPCAddress string `json:"rpcAddress"`
 
-	// adminURL is the master's admin HTTP base URL, e.g. http://mooncake-master:9003.
+	// adminURL is the master's admin HTTP base URL, e.g. http://mooncake-master:9003. With an
+	// etcd:// rpcAddress it may name any of the masters: when it answers as a standby, the
+	// operator asks it for the leader and probes the leader's host at the same port.
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^https?://[^\s/]+(/.*)?$`
 	// +required
 	AdminURL string `json:"adminURL"`
+
+	// clusterID is the masters' --cluster_id, which clients need (as MC_STORE_CLUSTER_ID) to
+	// find the leader of an etcd:// rpcAddress. Empty means Mooncake's default,
+	// mooncake_cluster.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._-]+$`
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
 }
 
 // CacheBackend condition types and reasons.
@@ -208,6 +269,13 @@ const (
 	ConditionMasterReachable = "MasterReachable"
 	// ConditionServiceReady is True when the master reports service_ready.
 	ConditionServiceReady = "ServiceReady"
+	// ConditionStandbyAvailable is True when a master with HA has a standby ready to take over;
+	// False when the backend runs without one (a failure of its master then stops the store).
+	ConditionStandbyAvailable = "StandbyAvailable"
+
+	ReasonStandbyReady = "StandbyReady"
+	ReasonNoStandby    = "NoStandby"
+	ReasonSingleMaster = "SingleMaster"
 
 	ReasonMasterReachable   = "MasterReachable"
 	ReasonMasterUnreachable = "MasterUnreachable"
@@ -301,6 +369,24 @@ type CacheBackendStatus struct {
 	// removes it, while there is one.
 	// +optional
 	StoreRollout *StoreRollout `json:"storeRollout,omitempty"`
+
+	// masters are the managed masters the operator asked, with their HA roles; the leader
+	// first. Empty for an external backend or a managed one without HA.
+	// +kubebuilder:validation:MaxItems=7
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Masters []MasterMember `json:"masters,omitempty"`
+
+	// leader is the RPC address of the serving master of a backend with HA, as the masters
+	// report it.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Leader string `json:"leader,omitempty"`
+
+	// viewVersion is the masters' leader view (it changes only when the leader changes).
+	// +optional
+	ViewVersion int64 `json:"viewVersion,omitempty"`
 
 	// namespaces are the key prefixes in use and the deployments that use each: at most 256 of
 	// them, in name order; namespaceCount says how many there are.
@@ -404,6 +490,42 @@ type BackendEndpoints struct {
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	MetadataServer string `json:"metadataServer,omitempty"`
+
+	// clusterID is the HA masters' --cluster_id, which clients of an etcd:// rpcAddress are given
+	// as MC_STORE_CLUSTER_ID to find the leader. Empty for a single master.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+}
+
+// MasterRole is what an HA master says it is.
+// +kubebuilder:validation:Enum=Leader;Standby;Starting;Unreachable
+type MasterRole string
+
+// Master roles.
+const (
+	MasterLeader      MasterRole = "Leader"
+	MasterStandby     MasterRole = "Standby"
+	MasterStarting    MasterRole = "Starting"
+	MasterUnreachable MasterRole = "Unreachable"
+)
+
+// MasterMember is one managed master pod.
+type MasterMember struct {
+	// name is the pod's name.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// address is the pod's RPC address, ip:port.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Address string `json:"address,omitempty"`
+
+	// role is what the master answered (Leader, Standby, Starting: elected and warming up or not
+	// yet a candidate), or Unreachable.
+	// +required
+	Role MasterRole `json:"role"`
 }
 
 // NamespaceUsage is one key prefix in a store and who writes or reads it.
@@ -439,6 +561,7 @@ type NamespaceUsage struct {
 // +kubebuilder:printcolumn:name="Used",type=string,JSONPath=`.status.usage`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`,priority=1
 // +kubebuilder:printcolumn:name="Master",type=string,JSONPath=`.status.endpoints.rpcAddress`,priority=1
+// +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`,priority=1
 // +kubebuilder:printcolumn:name="Store",type=string,JSONPath=`.status.storeID`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type CacheBackend struct {

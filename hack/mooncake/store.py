@@ -71,9 +71,23 @@ def split_host_port(addr):
     return host.strip("[]"), int(port)
 
 
+ETCD_SCHEME = "etcd://"
+
+
+def master_endpoints(addr):
+    """The (host, port) pairs to reach: the master's, or for masters with HA an etcd:// address's
+    etcd endpoints (separated by ';' or ','), in which the client finds the leader."""
+    if addr[: len(ETCD_SCHEME)].lower() == ETCD_SCHEME:
+        eps = [e.strip() for e in addr[len(ETCD_SCHEME):].replace(",", ";").split(";") if e.strip()]
+        if not eps:
+            raise Failure("master address %r names no etcd endpoint" % addr)
+        return [split_host_port(e) for e in eps]
+    return [split_host_port(addr)]
+
+
 def local_ip_towards(addr):
     """The local address the kernel would use to reach addr (no packet is sent)."""
-    host, port = split_host_port(addr)
+    host, port = master_endpoints(addr)[0]
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect((host, port))
@@ -83,14 +97,17 @@ def local_ip_towards(addr):
 
 
 def check_reachable(addr, timeout):
-    host, port = split_host_port(addr)
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-    except OSError as e:
-        raise Failure(
-            "cannot reach the Mooncake master at %s: %s; check the address and that the master's "
-            "--rpc_port is reachable from here" % (addr, e.strerror or e)
-        ) from None
+    err = None
+    for host, port in master_endpoints(addr):
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            return
+        except OSError as e:
+            err = e
+    raise Failure(
+        "cannot reach the Mooncake master at %s: %s; check the address and that the master's "
+        "--rpc_port (for etcd://, the etcd client port) is reachable from here" % (addr, err.strerror or err)
+    ) from None
 
 
 def connect(args, segment_size, buffer_size):
@@ -268,7 +285,8 @@ def parse(argv):
     env = os.environ.get
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--master", default=env("MOONCAKE_MASTER", "127.0.0.1:50051"),
-                   help="master RPC address HOST:PORT (env MOONCAKE_MASTER)")
+                   help="master RPC address HOST:PORT, or etcd://HOST:PORT[;HOST:PORT] for HA masters "
+                        "(then MC_STORE_CLUSTER_ID names their cluster) (env MOONCAKE_MASTER)")
     p.add_argument("--admin-url", default=env("MOONCAKE_ADMIN_URL", ""),
                    help="master admin HTTP base URL, e.g. http://127.0.0.1:9003 (env MOONCAKE_ADMIN_URL)")
     p.add_argument("--local-hostname", default=env("MOONCAKE_LOCAL_HOSTNAME", ""),

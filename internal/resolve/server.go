@@ -18,6 +18,8 @@ type Backend struct {
 	RPCAddress     string
 	MetadataServer string
 	MetricsPort    int
+	// ClusterID is the HA masters' cluster id, for an etcd:// RPCAddress ("" otherwise).
+	ClusterID string
 }
 
 // ServerConfig is the SGLang server configuration every rank of one serving group runs.
@@ -86,6 +88,7 @@ func ServerConfig(hcd *hicachev1alpha1.HiCacheDeployment, r *Resolved, be *Backe
 		Protocol:            string(spec.Storage.Protocol),
 		ExtraBackendTag:     r.Namespace,
 		MasterMetricsPort:   be.MetricsPort,
+		ClusterID:           be.ClusterID,
 		LocalHostname:       "$(POD_IP)",
 		// spec.storage.globalSegmentSize is per rank; SGLang divides this by tp × pp.
 		GlobalSegmentSize: r.GlobalSegmentSize,

@@ -50,6 +50,10 @@ type MooncakeConfig struct {
 	ExtraBackendTag string
 	// MasterMetricsPort defaults to DefaultMooncakeMetricsPort.
 	MasterMetricsPort int
+	// ClusterID is the HA masters' --cluster_id, which the native client reads from
+	// MC_STORE_CLUSTER_ID to find the leader of an etcd:// MasterServerAddress. It is rendered
+	// as an environment variable only (the release has no extra-config key for it).
+	ClusterID string
 	// LocalHostname is the address other transfer engines reach this rank
 	// at, usually "$(POD_IP)". It is rendered as an environment variable
 	// only: the release prefers MOONCAKE_LOCAL_HOSTNAME over the extra config,
@@ -81,8 +85,8 @@ func (m MooncakeConfig) validate() error {
 	var errs []error
 	if m.MasterServerAddress == "" {
 		errs = append(errs, errors.New("the Mooncake MasterServerAddress is empty: set the master's host:port, such as mooncake-master:50051"))
-	} else if host, port, err := net.SplitHostPort(m.MasterServerAddress); err != nil || host == "" || port == "" {
-		errs = append(errs, fmt.Errorf("the Mooncake MasterServerAddress %q is not host:port", m.MasterServerAddress))
+	} else if err := validMasterAddress(m.MasterServerAddress); err != nil {
+		errs = append(errs, err)
 	}
 	if m.GlobalSegmentSize < 0 {
 		errs = append(errs, fmt.Errorf("the Mooncake GlobalSegmentSize is %d; use 0 for a pure client or a size in bytes", m.GlobalSegmentSize))
@@ -185,6 +189,9 @@ func Env(m MooncakeConfig) ([]EnvVar, error) {
 	if m.LocalHostname != "" {
 		env = append(env, EnvVar{Name: "MOONCAKE_LOCAL_HOSTNAME", Value: m.LocalHostname})
 	}
+	if m.ClusterID != "" {
+		env = append(env, EnvVar{Name: EnvClusterID, Value: m.ClusterID})
+	}
 	slices.SortFunc(env, func(a, b EnvVar) int { return strings.Compare(a.Name, b.Name) })
 	return env, nil
 }
@@ -196,4 +203,28 @@ func segmentSize(bytes int64) string {
 		return strconv.FormatInt(bytes/gib, 10) + "gb"
 	}
 	return strconv.FormatInt(bytes, 10)
+}
+
+// EnvClusterID is the environment variable the native Mooncake client reads the HA masters'
+// --cluster_id from.
+const EnvClusterID = "MC_STORE_CLUSTER_ID"
+
+// etcdScheme starts an HA master address: the etcd the masters elect their leader in.
+const etcdScheme = "etcd://"
+
+// validMasterAddress accepts host:port, or etcd://host:port[;host:port...] for masters with HA
+// (the client then finds the leader in etcd).
+func validMasterAddress(addr string) error {
+	if len(addr) > len(etcdScheme) && strings.EqualFold(addr[:len(etcdScheme)], etcdScheme) {
+		for _, e := range strings.FieldsFunc(addr[len(etcdScheme):], func(r rune) bool { return r == ';' || r == ',' }) {
+			if host, port, err := net.SplitHostPort(e); err != nil || host == "" || port == "" {
+				return fmt.Errorf("the Mooncake MasterServerAddress %q names the etcd endpoint %q, which is not host:port", addr, e)
+			}
+		}
+		return nil
+	}
+	if host, port, err := net.SplitHostPort(addr); err != nil || host == "" || port == "" {
+		return fmt.Errorf("the Mooncake MasterServerAddress %q is not host:port or etcd://host:port", addr)
+	}
+	return nil
 }

@@ -57,6 +57,7 @@ func TestMooncakeConfigErrors(t *testing.T) {
 	}{
 		"no master":         {in: MooncakeConfig{}, want: []string{"MasterServerAddress is empty"}},
 		"master no port":    {in: MooncakeConfig{MasterServerAddress: "master"}, want: []string{`"master" is not host:port`}},
+		"etcd without port": {in: MooncakeConfig{MasterServerAddress: "etcd://e1:2379;e2"}, want: []string{`names the etcd endpoint "e2", which is not host:port`}},
 		"negative segment":  {in: MooncakeConfig{MasterServerAddress: "m:1", GlobalSegmentSize: -1}, want: []string{"GlobalSegmentSize is -1"}},
 		"unknown protocol":  {in: MooncakeConfig{MasterServerAddress: "m:1", Protocol: "carrier-pigeon"}, want: []string{`Protocol "carrier-pigeon"`, "rdma, tcp"}},
 		"bad metrics port":  {in: MooncakeConfig{MasterServerAddress: "m:1", MasterMetricsPort: 70000}, want: []string{"MasterMetricsPort 70000"}},
@@ -102,6 +103,14 @@ func TestEnv(t *testing.T) {
 				{"MOONCAKE_DEVICE", "mlx5_0"}, {"MOONCAKE_GLOBAL_SEGMENT_SIZE", "4gb"}, {"MOONCAKE_LOCAL_HOSTNAME", "$(POD_IP)"},
 				{"MOONCAKE_MASTER", "m:50051"}, {"MOONCAKE_MASTER_METRICS_PORT", "9003"}, {"MOONCAKE_PROTOCOL", "rdma"},
 				{"MOONCAKE_TENANT_ID", "a"}, {"MOONCAKE_TE_META_DATA_SERVER", "P2PHANDSHAKE"},
+			},
+		},
+		"HA masters through etcd: the cluster id for the native client": {
+			in: MooncakeConfig{MasterServerAddress: "etcd://mc-etcd.ns.svc:2379", ClusterID: "ns.mc"},
+			want: []EnvVar{
+				{"MC_STORE_CLUSTER_ID", "ns.mc"}, {"MOONCAKE_GLOBAL_SEGMENT_SIZE", "0"}, {"MOONCAKE_MASTER", "etcd://mc-etcd.ns.svc:2379"},
+				{"MOONCAKE_MASTER_METRICS_PORT", "9003"}, {"MOONCAKE_PROTOCOL", "tcp"},
+				{"MOONCAKE_TE_META_DATA_SERVER", "P2PHANDSHAKE"},
 			},
 		},
 		"partial GiB segment in bytes": {

@@ -8,6 +8,7 @@ package store
 import (
 	"net"
 	"net/netip"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -42,20 +43,82 @@ func ID(address, namespace, clusterDomain string) string {
 		clusterDomain = DefaultClusterDomain
 	}
 	clusterDomain = strings.ToLower(strings.Trim(clusterDomain, "."))
-	host, port := splitHostPort(address)
-	return normalHost(host, strings.ToLower(namespace), clusterDomain) + ":" + strconv.Itoa(port)
+	namespace = strings.ToLower(namespace)
+	if rest, ok := cutPrefixFold(address, EtcdScheme); ok {
+		return etcdID(rest, namespace, clusterDomain)
+	}
+	host, port := splitHostPort(address, DefaultRPCPort)
+	return normalHost(host, namespace, clusterDomain) + ":" + strconv.Itoa(port)
 }
 
-// splitHostPort splits host[:port], [ipv6][:port] or a bare IPv6 literal.
-func splitHostPort(address string) (string, int) {
+// EtcdScheme starts the address of masters with HA: etcd://host:port[;host:port...] names the
+// etcd they elect their leader in, and clients find the leader there.
+const EtcdScheme = "etcd://"
+
+// DefaultEtcdPort is etcd's client port when an endpoint names none.
+const DefaultEtcdPort = 2379
+
+// IsEtcd reports whether a master address is an etcd:// address.
+func IsEtcd(address string) bool {
+	_, ok := cutPrefixFold(strings.TrimSpace(address), EtcdScheme)
+	return ok
+}
+
+// WithCluster is the ID of the store a set of HA masters form: the ID of their etcd:// address
+// and their cluster id (--cluster_id), since stores on one etcd differ by it. An empty cluster id
+// is Mooncake's default, mooncake_cluster.
+func WithCluster(id, clusterID string) string {
+	if id == "" || !IsEtcd(id) {
+		return id
+	}
+	if clusterID == "" {
+		clusterID = DefaultClusterID
+	}
+	return id + "#" + clusterID
+}
+
+// DefaultClusterID is mooncake_master's --cluster_id when none is given.
+const DefaultClusterID = "mooncake_cluster"
+
+// etcdID is etcd:// and the endpoints in their normal form, sorted, without duplicates, joined
+// by ",": the endpoints in any order and with either separator (";" or ",") name one etcd.
+func etcdID(endpoints, namespace, domain string) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range strings.FieldsFunc(endpoints, func(r rune) bool { return r == ';' || r == ',' }) {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		host, port := splitHostPort(e, DefaultEtcdPort)
+		n := normalHost(host, namespace, domain) + ":" + strconv.Itoa(port)
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return EtcdScheme + strings.Join(out, ",")
+}
+
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+		return s[len(prefix):], true
+	}
+	return s, false
+}
+
+// splitHostPort splits host[:port], [ipv6][:port] or a bare IPv6 literal; def is the port when
+// there is none.
+func splitHostPort(address string, def int) (string, int) {
 	if h, p, err := net.SplitHostPort(address); err == nil {
 		if n, err := strconv.Atoi(p); err == nil && n > 0 && n <= 65535 {
 			return h, n
 		}
-		return h, DefaultRPCPort
+		return h, def
 	}
 	// No port: a bare host, a bracketed IPv6 literal, or a bare IPv6 literal.
-	return strings.TrimSuffix(strings.TrimPrefix(address, "["), "]"), DefaultRPCPort
+	return strings.TrimSuffix(strings.TrimPrefix(address, "["), "]"), def
 }
 
 func normalHost(host, namespace, domain string) string {

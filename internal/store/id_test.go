@@ -30,6 +30,10 @@ func TestID(t *testing.T) {
 		"a port with leading zeros":          {address: "10.0.0.7:050051", namespace: "x", want: "10.0.0.7:50051"},
 		"surrounding space":                  {address: " 10.0.0.7:1 ", namespace: "x", want: "10.0.0.7:1"},
 		"empty":                              {address: "", namespace: "x", want: ""},
+		"etcd: endpoints sorted, normal form": {address: "etcd://E2.ns:2379;e1:2379", namespace: "team-a",
+			want: "etcd://e1.team-a.svc.cluster.local:2379,e2.ns.svc.cluster.local:2379"},
+		"etcd: either separator, duplicates dropped": {address: "ETCD://10.0.0.2:2379,10.0.0.1;10.0.0.2:2379", namespace: "x",
+			want: "etcd://10.0.0.1:2379,10.0.0.2:2379"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -64,5 +68,22 @@ func TestIDSameAndDifferent(t *testing.T) {
 		if got := ID(d[0], d[1], ""); got == want {
 			t.Errorf("%q in %s is the same store as %q in %s (%q)", d[0], d[1], same[0][0], same[0][1], got)
 		}
+	}
+}
+
+func TestWithCluster(t *testing.T) {
+	cases := map[string]struct{ id, cluster, want string }{
+		"an etcd store and its cluster": {"etcd://e:2379", "ns.mc", "etcd://e:2379#ns.mc"},
+		"the default cluster id":        {"etcd://e:2379", "", "etcd://e:2379#mooncake_cluster"},
+		"a plain master has no cluster": {"m.ns.svc.cluster.local:50051", "ns.mc", "m.ns.svc.cluster.local:50051"},
+		"empty":                         {"", "x", ""},
+	}
+	for name, tc := range cases {
+		if got := WithCluster(tc.id, tc.cluster); got != tc.want {
+			t.Errorf("%s: WithCluster(%q, %q) = %q, want %q", name, tc.id, tc.cluster, got, tc.want)
+		}
+	}
+	if ID("etcd://a:1", "x", "") == ID("a:1", "x", "") {
+		t.Error("an etcd:// address and a master's address must not be one store")
 	}
 }

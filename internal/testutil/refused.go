@@ -264,6 +264,21 @@ apiVersion: hicache.io/v1alpha1
 kind: CacheBackend
 metadata: {name: tenants}
 spec: {mooncake: {multiTenant: true, managed: {}}}`},
+		{Name: "managed backend with several masters and no HA", Want: "spec.mooncake.managed.replicas above 1 needs spec.mooncake.managed.ha", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: twomasters}
+spec: {mooncake: {managed: {replicas: 3}}}`},
+		{Name: "managed backend with HA on no etcd", Want: "spec.mooncake.managed.ha.etcd.endpoints in body should have at least 1 items", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: noetcd}
+spec: {mooncake: {managed: {replicas: 3, ha: {etcd: {endpoints: []}}}}}`},
+		{Name: "external backend on etcd without a port", Want: "spec.mooncake.external.rpcAddress in body should match", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: etcdnoport}
+spec: {mooncake: {external: {rpcAddress: "etcd://e1:2379;e2", adminURL: "http://m:9003"}}}`},
 		{Name: "managed backend with an eviction ratio above 1", Want: "spec.mooncake.managed.evictionRatio in body should match", Doc: `
 apiVersion: hicache.io/v1alpha1
 kind: CacheBackend

@@ -11,7 +11,8 @@ Exit codes: 0 done; 1 failed (a message on stderr says why); 2 bad usage; 3 keys
 were left and --require-empty was set.
 
 Every flag has an environment variable, for use as a Kubernetes Job:
-    --master          MOONCAKE_MASTER               master RPC address HOST:PORT (required)
+    --master          MOONCAKE_MASTER               master RPC address HOST:PORT, or etcd://HOST:PORT[;...]
+                                                    for HA masters, with MC_STORE_CLUSTER_ID (required)
     --prefix          MOONCAKE_FLUSH_PREFIX         key prefix to remove (required, non-empty)
     --admin-url       MOONCAKE_ADMIN_URL            http://HOST:PORT of the master's --metrics_port
     --force/--no-force MOONCAKE_FLUSH_FORCE         also remove objects under a read lease (default on)
@@ -81,6 +82,27 @@ def split_host_port(addr):
     if not sep or not host or not port.isdigit():
         raise Failure("master address %r is not HOST:PORT (set --master or MOONCAKE_MASTER)" % addr)
     return host.strip("[]"), int(port)
+
+
+ETCD_SCHEME = "etcd://"
+
+# Clients left open on purpose until the process exits (see remove_prefix).
+_KEEP_OPEN = []
+
+
+def is_etcd(addr):
+    return addr[: len(ETCD_SCHEME)].lower() == ETCD_SCHEME
+
+
+def master_endpoints(addr):
+    """The (host, port) pairs to reach: the master's, or for masters with HA an etcd:// address's
+    etcd endpoints (separated by ';' or ','), in which the client finds the leader."""
+    if addr[: len(ETCD_SCHEME)].lower() == ETCD_SCHEME:
+        eps = [e.strip() for e in addr[len(ETCD_SCHEME):].replace(",", ";").split(";") if e.strip()]
+        if not eps:
+            raise Failure("master address %r names no etcd endpoint" % addr)
+        return [split_host_port(e) for e in eps]
+    return [split_host_port(addr)]
 
 
 def local_ip_towards(host, port):
@@ -168,20 +190,25 @@ def run_isolated(fn, args, timeout, capture_log):
 
 
 def check_reachable(args):
-    host, port = split_host_port(args.master)
-    try:
-        # Without this check the native client retries for about 90 s before giving up.
-        socket.create_connection((host, port), timeout=5).close()
-    except OSError as e:
-        raise Failure(
-            "cannot reach the Mooncake master at %s: %s; check MOONCAKE_MASTER and that the "
-            "master's --rpc_port is reachable from this pod" % (args.master, e.strerror or e)
-        ) from None
+    # Without this check the native client retries for about 90 s before giving up. With HA
+    # (etcd://) one reachable etcd endpoint is enough: the client finds the leader there.
+    err = None
+    for host, port in master_endpoints(args.master):
+        try:
+            socket.create_connection((host, port), timeout=5).close()
+            return
+        except OSError as e:
+            err = e
+    raise Failure(
+        "cannot reach the Mooncake master at %s: %s; check MOONCAKE_MASTER and that the "
+        "master's --rpc_port (or, for etcd://, the etcd client port) is reachable from this pod"
+        % (args.master, err.strerror or err)
+    ) from None
 
 
 def remove_prefix(args):
     """Runs in the child of run_isolated: sets up a pure client and removes the prefix."""
-    host, port = split_host_port(args.master)
+    host, port = master_endpoints(args.master)[0]
     try:
         from mooncake.store import MooncakeDistributedStore
     except ImportError as e:
@@ -213,7 +240,14 @@ def remove_prefix(args):
     try:
         removed = store.remove_by_regex(regex_for_prefix(args.prefix), args.force)
     finally:
-        store.close()
+        # Through etcd:// (masters with HA) closing the client, by close() or by its destructor,
+        # waits about 30 s for its leader watch to end. This pure client holds no memory and runs
+        # in a child that exits next (os._exit, no destructors): it is kept open, and the master
+        # forgets it after its --client_ttl.
+        if is_etcd(args.master):
+            _KEEP_OPEN.append(store)
+        else:
+            store.close()
     if removed < 0:
         raise Failure("remove_by_regex for prefix %r failed: %s" % (args.prefix, describe(removed)))
     return removed

@@ -137,6 +137,12 @@ func MasterVersion(t testing.TB) (version, commit string) {
 type config struct {
 	args    []string
 	tenants []string
+	// standby: the master may come up as an HA standby, which never reports service_ready.
+	standby bool
+	// host and ports to bind instead of 127.0.0.1 and free ports (HA members: one port, several
+	// loopback addresses, as pods of one Deployment have).
+	host             string
+	rpcPort, admPort int
 }
 
 // Option configures Start.
@@ -164,6 +170,13 @@ type Master struct {
 	bin     string
 	args    []string
 	logPath string
+	// standby makes start wait for /health to answer at all (an HA standby is never ready).
+	standby bool
+
+	// ClientAddr, when set, is the address clients use instead of RPCAddr (etcd://... for HA
+	// masters), and clientEnv what they need with it (MC_STORE_CLUSTER_ID).
+	ClientAddr string
+	clientEnv  []string
 
 	mu     sync.Mutex
 	proc   *process
@@ -179,7 +192,7 @@ func Start(t testing.TB, opts ...Option) *Master {
 		o(&cfg)
 	}
 	dir := t.TempDir()
-	m := &Master{t: t, bin: filepath.Join(Venv(t), "bin", "mooncake_master"), logPath: filepath.Join(dir, "master.log")}
+	m := &Master{t: t, bin: filepath.Join(Venv(t), "bin", "mooncake_master"), logPath: filepath.Join(dir, "master.log"), standby: cfg.standby}
 	extra := append([]string{}, cfg.args...)
 	if len(cfg.tenants) > 0 {
 		policy := filepath.Join(dir, "tenant_quotas.yaml")
@@ -197,13 +210,20 @@ func Start(t testing.TB, opts ...Option) *Master {
 
 	// A port found free may be taken before the master binds it: try a few times.
 	var lastErr error
+	host := "127.0.0.1"
+	if cfg.host != "" {
+		host = cfg.host
+	}
 	for attempt := 0; attempt < 3; attempt++ {
 		rpc, admin := freePort(t), freePort(t)
-		m.RPCAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(rpc))
-		m.AdminURL = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(admin))
+		if cfg.rpcPort != 0 {
+			rpc, admin = cfg.rpcPort, cfg.admPort
+		}
+		m.RPCAddr = net.JoinHostPort(host, strconv.Itoa(rpc))
+		m.AdminURL = "http://" + net.JoinHostPort(host, strconv.Itoa(admin))
 		m.args = append([]string{
-			"--rpc_address=127.0.0.1", "--rpc_port=" + strconv.Itoa(rpc),
-			"--metrics_host=127.0.0.1", "--metrics_port=" + strconv.Itoa(admin),
+			"--rpc_address=" + host, "--rpc_port=" + strconv.Itoa(rpc),
+			"--metrics_host=" + host, "--metrics_port=" + strconv.Itoa(admin),
 			"--enable_metric_reporting=false",
 		}, extra...)
 		if lastErr = m.start(); lastErr == nil {
@@ -270,14 +290,18 @@ func (m *Master) Thaw() {
 func (m *Master) Log() string { return tail(m.logPath, 40) }
 
 func (m *Master) start() error {
-	p, err := startProcess(m.bin, m.args, m.logPath, nil)
+	p, err := startProcess(m.bin, m.args, m.logPath, nil, nil)
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
 	m.proc = p
 	m.mu.Unlock()
-	if err := waitHealthy(m.AdminURL, p, healthTimeout); err != nil {
+	want := []byte(`"service_ready":true`)
+	if m.standby {
+		want = []byte(`"status":"ok"`)
+	}
+	if err := waitHealthy(m.AdminURL, p, healthTimeout, want); err != nil {
 		return fmt.Errorf("%w; master log:\n%s", err, m.Log())
 	}
 	return nil
@@ -299,14 +323,18 @@ func (m *Master) PutKeysAs(t testing.TB, tenant string, keys []string, size int)
 	if err := os.WriteFile(keysFile, []byte(strings.Join(keys, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{Script(t, "store.py"), "--master", m.RPCAddr, "--admin-url", m.AdminURL}
+	master := m.RPCAddr
+	if m.ClientAddr != "" {
+		master = m.ClientAddr
+	}
+	args := []string{Script(t, "store.py"), "--master", master, "--admin-url", m.AdminURL}
 	if tenant != "" {
 		args = append(args, "--tenant-id", tenant)
 	}
 	args = append(args, "serve", "--size", strconv.Itoa(size), "--keys-file", keysFile, "--exit-on-stdin-eof")
 	logPath := filepath.Join(dir, "store.log")
 	ready := make(chan string, 1)
-	p, err := startProcess(Python(t), args, logPath, ready)
+	p, err := startProcess(Python(t), args, logPath, ready, m.clientEnv)
 	if err != nil {
 		t.Fatalf("starting store.py serve: %v", err)
 	}
@@ -337,9 +365,10 @@ type process struct {
 	once    sync.Once
 }
 
-// startProcess runs bin with args, its output appended to logPath. With ready non-nil, the
-// first line of stdout is sent to it (and stdout goes to the log afterwards).
-func startProcess(bin string, args []string, logPath string, ready chan<- string) (*process, error) {
+// startProcess runs bin with args, its output appended to logPath, with env added to this
+// process's environment. With ready non-nil, the first line of stdout is sent to it (and stdout
+// goes to the log afterwards).
+func startProcess(bin string, args []string, logPath string, ready chan<- string, env []string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
@@ -347,6 +376,9 @@ func startProcess(bin string, args []string, logPath string, ready chan<- string
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Cancel = func() error { return killGroup(cmd, syscall.SIGKILL) }
 	cmd.WaitDelay = stopGrace
 	cmd.Stderr = logFile
@@ -432,7 +464,7 @@ func killGroup(cmd *exec.Cmd, sig syscall.Signal) error {
 	return err
 }
 
-func waitHealthy(adminURL string, p *process, timeout time.Duration) error {
+func waitHealthy(adminURL string, p *process, timeout time.Duration, want []byte) error {
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(timeout)
 	var last string
@@ -446,7 +478,7 @@ func waitHealthy(adminURL string, p *process, timeout time.Duration) error {
 		if err == nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && bytes.Contains(body, []byte(`"service_ready":true`)) {
+			if resp.StatusCode == http.StatusOK && bytes.Contains(body, want) {
 				return nil
 			}
 			last = fmt.Sprintf("HTTP %d %s", resp.StatusCode, body)
@@ -454,7 +486,7 @@ func waitHealthy(adminURL string, p *process, timeout time.Duration) error {
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("mooncake_master did not report service_ready on %s/health within %v (last answer: %s)", adminURL, timeout, last)
+			return fmt.Errorf("mooncake_master did not answer %s on %s/health within %v (last answer: %s)", want, adminURL, timeout, last)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -1,0 +1,230 @@
+package controllers
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/mooncake"
+)
+
+// withHA gives a managed backend n masters on an existing etcd.
+func withHA(cb *hicachev1alpha1.CacheBackend, n int32, endpoints ...string) *hicachev1alpha1.CacheBackend {
+	cb = cb.DeepCopy()
+	cb.Spec.Mooncake.Managed.Replicas = ptr.To(n)
+	cb.Spec.Mooncake.Managed.HA = &hicachev1alpha1.MasterHA{Etcd: hicachev1alpha1.EtcdEndpoints{Endpoints: endpoints}}
+	return cb
+}
+
+func TestHAMasterDeployment(t *testing.T) {
+	cb := withHA(managedBackend("mc"), 3, "etcd-0.etcd:2379", "etcd-1.etcd:2379")
+	d := buildMasterDeployment(cb, "img")
+	if *d.Spec.Replicas != 3 {
+		t.Errorf("replicas %d, want 3", *d.Spec.Replicas)
+	}
+	if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || d.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("strategy %+v: HA members must roll with a standby always there", d.Spec.Strategy)
+	}
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--rpc_address=$(POD_IP)", "--enable_ha=true", "--ha_backend_type=etcd",
+		"--ha_backend_connstring=etcd-0.etcd:2379;etcd-1.etcd:2379", "--cluster_id=default.mc", "--enable_oplog=true"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %v lack %s", args, want)
+		}
+	}
+	if d.Spec.Template.Spec.Affinity == nil || d.Spec.Template.Spec.Affinity.PodAntiAffinity == nil {
+		t.Error("HA members are not spread over nodes")
+	}
+
+	off := withHA(managedBackend("mc"), 2, "e:2379")
+	off.Spec.Mooncake.Managed.HA.ReplicateMetadata = ptr.To(false)
+	off.Spec.Mooncake.Managed.HA.Etcd.ClusterID = "shared-7"
+	args = buildMasterDeployment(off, "img").Spec.Template.Spec.Containers[0].Args
+	if !slices.Contains(args, "--enable_oplog=false") || !slices.Contains(args, "--cluster_id=shared-7") {
+		t.Errorf("args %v: replicateMetadata false and the spec's cluster id must reach the master", args)
+	}
+
+	single := buildMasterDeployment(managedBackend("mc"), "img")
+	if *single.Spec.Replicas != 1 || single.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("a master without HA: replicas %d strategy %s, want 1 and Recreate", *single.Spec.Replicas, single.Spec.Strategy.Type)
+	}
+	for _, a := range single.Spec.Template.Spec.Containers[0].Args {
+		if strings.Contains(a, "ha") && strings.HasPrefix(a, "--enable_ha") {
+			t.Errorf("a master without HA got %s", a)
+		}
+	}
+	if _, ok := buildMasterService(managedBackend("mc")).Spec.Selector[LabelMasterRole]; ok {
+		t.Error("the Service of a master without HA must not wait for a leader label")
+	}
+	if got := buildMasterService(cb).Spec.Selector[LabelMasterRole]; got != "leader" {
+		t.Errorf("the HA master Service selects role %q, want the leader alone", got)
+	}
+}
+
+func TestHAClientsGetTheEtcdAddress(t *testing.T) {
+	cb := withHA(managedBackend("mc"), 3, "e1:2379", "e2:2379")
+	if got := managedRPCAddress(cb); got != "etcd://e1:2379;e2:2379" {
+		t.Errorf("managedRPCAddress = %q", got)
+	}
+	env := map[string]string{}
+	for _, e := range buildStoreStatefulSet(withStore(cb), "img", 1).Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env["MOONCAKE_MASTER"] != "etcd://e1:2379;e2:2379" || env["MC_STORE_CLUSTER_ID"] != "default.mc" {
+		t.Errorf("store pods' env %v: they must find the leader through etcd", env)
+	}
+	req := NamespaceFlushRequest{Flush: &hicachev1alpha1.CacheFlush{ObjectMeta: metav1.ObjectMeta{Name: "f", Namespace: "default"}}, Backend: cb,
+		Endpoints: hicachev1alpha1.BackendEndpoints{RPCAddress: managedRPCAddress(cb), ClusterID: haClusterID(cb)}, Prefix: "hc-1", Image: "img"}
+	env = map[string]string{}
+	for _, e := range buildFlushJob(req).Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env["MOONCAKE_MASTER"] != "etcd://e1:2379;e2:2379" || env["MC_STORE_CLUSTER_ID"] != "default.mc" {
+		t.Errorf("flush job env %v: it must find the leader through etcd", env)
+	}
+	if a, b := storeIDOf(cb), storeIDOf(withHA(managedBackend("other"), 3, "e2:2379", "e1:2379")); a == b {
+		t.Errorf("two backends on one etcd with their own cluster ids are one store %q", a)
+	}
+	ext := &hicachev1alpha1.CacheBackend{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "default"},
+		Spec: hicachev1alpha1.CacheBackendSpec{Mooncake: &hicachev1alpha1.MooncakeSpec{External: &hicachev1alpha1.ExternalMooncake{
+			RPCAddress: "etcd://e2:2379,e1:2379", AdminURL: "http://m:9003", ClusterID: "default.mc"}}}}
+	if a, b := storeIDOf(cb), storeIDOf(ext); a != b {
+		t.Errorf("an external backend naming the same etcd and cluster is another store: %q and %q", a, b)
+	}
+}
+
+func TestPlanHAView(t *testing.T) {
+	h := func(role hicachev1alpha1.MasterRole, leader string, view int64) MasterHealth {
+		return MasterHealth{Role: role, Leader: leader, ViewVersion: view}
+	}
+	o := func(name, ip string, mh MasterHealth, err error) observedMaster {
+		return observedMaster{masterTarget: masterTarget{Name: name, IP: ip}, Health: mh, Err: err}
+	}
+	down := errors.New("connection refused")
+	cases := map[string]struct {
+		obs  []observedMaster
+		want haView
+	}{
+		"a leader and two standbys; the leader first": {
+			obs: []observedMaster{
+				o("m-a", "10.0.0.1", h(hicachev1alpha1.MasterStandby, "10.0.0.2:50051", 4), nil),
+				o("m-b", "10.0.0.2", h(hicachev1alpha1.MasterLeader, "10.0.0.2:50051", 4), nil),
+				o("m-c", "10.0.0.3", h(hicachev1alpha1.MasterStandby, "10.0.0.2:50051", 4), nil),
+			},
+			want: haView{LeaderPod: "m-b", LeaderIP: "10.0.0.2", Leader: "10.0.0.2:50051", ViewVersion: 4, Standbys: 2, Members: []hicachev1alpha1.MasterMember{
+				{Name: "m-b", Address: "10.0.0.2:50051", Role: hicachev1alpha1.MasterLeader},
+				{Name: "m-a", Address: "10.0.0.1:50051", Role: hicachev1alpha1.MasterStandby},
+				{Name: "m-c", Address: "10.0.0.3:50051", Role: hicachev1alpha1.MasterStandby},
+			}},
+		},
+		"the leader died: an election, no leader yet": {
+			obs: []observedMaster{
+				o("m-a", "10.0.0.1", h(hicachev1alpha1.MasterStarting, "", 4), nil),
+				o("m-c", "10.0.0.3", h(hicachev1alpha1.MasterStandby, "10.0.0.2:50051", 4), nil),
+			},
+			want: haView{ViewVersion: 4, Standbys: 1, Members: []hicachev1alpha1.MasterMember{
+				{Name: "m-a", Address: "10.0.0.1:50051", Role: hicachev1alpha1.MasterStarting},
+				{Name: "m-c", Address: "10.0.0.3:50051", Role: hicachev1alpha1.MasterStandby},
+			}},
+		},
+		"two claim to lead for a moment: the newer view wins": {
+			obs: []observedMaster{
+				o("m-a", "10.0.0.1", h(hicachev1alpha1.MasterLeader, "10.0.0.1:50051", 5), nil),
+				o("m-b", "10.0.0.2", h(hicachev1alpha1.MasterLeader, "10.0.0.2:50051", 4), nil),
+				o("m-c", "10.0.0.3", MasterHealth{}, down),
+			},
+			want: haView{LeaderPod: "m-a", LeaderIP: "10.0.0.1", Leader: "10.0.0.1:50051", ViewVersion: 5, Members: []hicachev1alpha1.MasterMember{
+				{Name: "m-a", Address: "10.0.0.1:50051", Role: hicachev1alpha1.MasterLeader},
+				{Name: "m-b", Address: "10.0.0.2:50051", Role: hicachev1alpha1.MasterStarting},
+				{Name: "m-c", Address: "10.0.0.3:50051", Role: hicachev1alpha1.MasterUnreachable},
+			}},
+		},
+		"a leader naming no address: its pod's": {
+			obs:  []observedMaster{o("m-a", "10.0.0.1", h(hicachev1alpha1.MasterLeader, "", 2), nil)},
+			want: haView{LeaderPod: "m-a", LeaderIP: "10.0.0.1", Leader: "10.0.0.1:50051", ViewVersion: 2, Members: []hicachev1alpha1.MasterMember{{Name: "m-a", Address: "10.0.0.1:50051", Role: hicachev1alpha1.MasterLeader}}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, planHAView(tc.obs, 50051)); diff != "" {
+				t.Errorf("planHAView (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSetStandbyCondition(t *testing.T) {
+	ha := withHA(managedBackend("mc"), 3, "e:2379")
+	ext := &hicachev1alpha1.CacheBackend{Spec: hicachev1alpha1.CacheBackendSpec{Mooncake: &hicachev1alpha1.MooncakeSpec{
+		External: &hicachev1alpha1.ExternalMooncake{RPCAddress: "m:50051", AdminURL: "http://m:9003"}}}}
+	cases := map[string]struct {
+		cb         *hicachev1alpha1.CacheBackend
+		view       *haView
+		want       metav1.ConditionStatus
+		reason     string
+		msgContain string
+	}{
+		"one master without HA":      {cb: managedBackend("mc"), want: metav1.ConditionFalse, reason: hicachev1alpha1.ReasonSingleMaster, msgContain: "spec.mooncake.managed.ha"},
+		"HA with two standbys":       {cb: ha, view: &haView{LeaderPod: "m-a", Standbys: 2}, want: metav1.ConditionTrue, reason: hicachev1alpha1.ReasonStandbyReady},
+		"HA whose standbys are down": {cb: ha, view: &haView{LeaderPod: "m-a", Members: []hicachev1alpha1.MasterMember{{Name: "m-a", Role: hicachev1alpha1.MasterLeader}, {Name: "m-b", Role: hicachev1alpha1.MasterUnreachable}}}, want: metav1.ConditionFalse, reason: hicachev1alpha1.ReasonNoStandby, msgContain: "1 answered of 3"},
+		"HA not deployed yet":        {cb: ha, want: metav1.ConditionFalse, reason: hicachev1alpha1.ReasonNoStandby},
+		"external: none":             {cb: ext, want: ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			st := &hicachev1alpha1.CacheBackendStatus{Conditions: []metav1.Condition{{Type: hicachev1alpha1.ConditionStandbyAvailable, Status: metav1.ConditionTrue}}}
+			setStandbyCondition(st, tc.cb, tc.view, metav1.Now())
+			c := meta.FindStatusCondition(st.Conditions, hicachev1alpha1.ConditionStandbyAvailable)
+			if tc.want == "" {
+				if c != nil {
+					t.Fatalf("condition %+v, want none", c)
+				}
+				return
+			}
+			if c == nil || c.Status != tc.want || c.Reason != tc.reason || !strings.Contains(c.Message, tc.msgContain) {
+				t.Errorf("condition %+v, want %s/%s mentioning %q", c, tc.want, tc.reason, tc.msgContain)
+			}
+		})
+	}
+}
+
+func TestMasterHealthOf(t *testing.T) {
+	v := uint64(7)
+	cases := map[string]struct {
+		in   mooncake.Health
+		want MasterHealth
+	}{
+		"leader":                        {mooncake.Health{Status: "ok", Role: "leader", HAState: "serving", ServiceReady: true, LeaderAddress: "10.0.0.2:50051", ViewVersion: &v}, MasterHealth{Role: hicachev1alpha1.MasterLeader, Leader: "10.0.0.2:50051", ViewVersion: 7}},
+		"standby":                       {mooncake.Health{Status: "ok", Role: "standby", HAState: "standby", LeaderAddress: "10.0.0.2:50051"}, MasterHealth{Role: hicachev1alpha1.MasterStandby, Leader: "10.0.0.2:50051"}},
+		"warming up after the election": {mooncake.Health{Status: "ok", Role: "leader", HAState: "leader_warmup"}, MasterHealth{Role: hicachev1alpha1.MasterStarting}},
+		"a leader address that is not one is not shown": {mooncake.Health{Status: "ok", Role: "standby", LeaderAddress: "<script>:1"}, MasterHealth{Role: hicachev1alpha1.MasterStandby}},
+	}
+	for name, tc := range cases {
+		if diff := cmp.Diff(tc.want, masterHealthOf(tc.in)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+func TestAdminURLAt(t *testing.T) {
+	cases := map[string]struct{ url, host, want string }{
+		"same port":        {"http://m-0.m:9003", "10.0.0.2", "http://10.0.0.2:9003"},
+		"a path is kept":   {"https://m:8443/admin", "10.0.0.2", "https://10.0.0.2:8443/admin"},
+		"default port":     {"http://m", "10.0.0.2", "http://10.0.0.2:80"},
+		"IPv6":             {"http://m:9003", "fd00::2", "http://[fd00::2]:9003"},
+		"no host to go to": {"http://m:9003", "", ""},
+	}
+	for name, tc := range cases {
+		if got := adminURLAt(tc.url, tc.host); got != tc.want {
+			t.Errorf("%s: adminURLAt(%q, %q) = %q, want %q", name, tc.url, tc.host, got, tc.want)
+		}
+	}
+}
