@@ -70,17 +70,17 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 		set(hicachev1alpha1.ConditionProgressing, false, obs.backendErr.reason, "Waiting for the cache backend before creating serving groups")
 	case obs.backendErr != nil:
 		// Running groups keep serving; nothing is changed until the backend is back.
-		setReady(set, st, desiredGroups)
+		setReady(set, st, desiredGroups, rankPodProblem(obs.groups))
 		set(hicachev1alpha1.ConditionProgressing, false, obs.backendErr.reason,
 			"The cache backend is not ready: running serving groups keep serving, and changes wait until it is")
 	case obs.failed != nil:
 		set(hicachev1alpha1.ConditionProgressing, false, hicachev1alpha1.ReasonReconcileError, truncate(obs.failed.Error(), 32768))
-		setReady(set, st, desiredGroups)
+		setReady(set, st, desiredGroups, rankPodProblem(obs.groups))
 	case desiredGroups == 0:
 		set(hicachev1alpha1.ConditionReady, true, hicachev1alpha1.ReasonScaledToZero, "Scaled to zero serving groups")
 		set(hicachev1alpha1.ConditionProgressing, false, hicachev1alpha1.ReasonUpToDate, "No serving groups")
 	default:
-		setReady(set, st, desiredGroups)
+		setReady(set, st, desiredGroups, rankPodProblem(obs.groups))
 		if st.UpdatedReplicas == desiredGroups && st.ReadyReplicas == desiredGroups && st.Replicas == desiredGroups {
 			set(hicachev1alpha1.ConditionProgressing, false, hicachev1alpha1.ReasonUpToDate,
 				fmt.Sprintf("All %d serving groups run the current spec", desiredGroups))
@@ -194,14 +194,19 @@ func conflictMessage(hcd *hicachev1alpha1.HiCacheDeployment, c *hicachev1alpha1.
 		c.Namespace, relativeName(c.Deployment, hcd.Namespace), c.LayoutHash, hcd.Name, relativeName(c.Deployment, hcd.Namespace)), 1024)
 }
 
-func setReady(set func(string, bool, string, string), st *hicachev1alpha1.HiCacheDeploymentStatus, desired int32) {
+// setReady sets Ready from the group counters; problem, when there is one, says why a rank pod
+// is stuck (rankPodProblem).
+func setReady(set func(string, bool, string, string), st *hicachev1alpha1.HiCacheDeploymentStatus, desired int32, problem string) {
 	if st.ReadyReplicas >= desired && st.Replicas == desired {
 		set(hicachev1alpha1.ConditionReady, true, hicachev1alpha1.ReasonAllGroupsReady,
 			fmt.Sprintf("All %d serving groups are ready", desired))
 		return
 	}
-	set(hicachev1alpha1.ConditionReady, false, hicachev1alpha1.ReasonGroupsNotReady,
-		fmt.Sprintf("%d of %d serving groups are ready", st.ReadyReplicas, desired))
+	msg := fmt.Sprintf("%d of %d serving groups are ready", st.ReadyReplicas, desired)
+	if problem != "" {
+		msg += "; " + problem
+	}
+	set(hicachev1alpha1.ConditionReady, false, hicachev1alpha1.ReasonGroupsNotReady, truncate(msg, 1024))
 }
 
 // countGroups fills the group counters from the observed groups.

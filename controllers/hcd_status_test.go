@@ -411,7 +411,7 @@ func TestSetReady(t *testing.T) {
 					s = metav1.ConditionTrue
 				}
 				got, msg = cond{s, reason}, m
-			}, st, tc.desired)
+			}, st, tc.desired, "")
 			if got != tc.want {
 				t.Errorf("Ready = %+v, want %+v", got, tc.want)
 			}
