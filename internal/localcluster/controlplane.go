@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 
 	"k8s.io/client-go/kubernetes"
@@ -131,7 +132,7 @@ func (c *Cluster) newEnvironment(paths binPaths, opts Options, etcdLog, apiLog *
 
 // startNodeSide runs kwok, creates the nodes, runs the controller-manager and the scheduler,
 // and waits until the nodes are Ready.
-func (c *Cluster) startNodeSide(ctx context.Context, paths binPaths, specs []NodeSpec) error {
+func (c *Cluster) startNodeSide(ctx context.Context, paths binPaths, specs []NodeSpec, schedulerNames []string) error {
 	if len(specs) == 0 {
 		specs = DefaultNodes()
 	}
@@ -169,12 +170,20 @@ func (c *Cluster) startNodeSide(ctx context.Context, paths binPaths, specs []Nod
 		// Published to every namespace as kube-root-ca.crt, which pods' token volumes carry.
 		kcm = append(kcm, "--root-ca-file="+c.real.layout.pki("ca.crt"))
 	}
+	var scheduler []string
+	if len(schedulerNames) > 0 {
+		cfg, err := c.writeSchedulerConfig(kubeconfigs["kube-scheduler"], schedulerNames)
+		if err != nil {
+			return err
+		}
+		scheduler = append(scheduler, "--config="+cfg)
+	}
 	servers := []struct {
 		name  string
 		extra []string
 	}{
 		{"kube-controller-manager", kcm},
-		{"kube-scheduler", nil},
+		{"kube-scheduler", scheduler},
 	}
 	var (
 		wg   sync.WaitGroup
@@ -200,6 +209,20 @@ func (c *Cluster) startNodeSide(ctx context.Context, paths binPaths, specs []Nod
 	}
 	c.logf("kube-controller-manager and kube-scheduler healthy")
 	return c.waitNodesReady(ctx)
+}
+
+// writeSchedulerConfig writes a kube-scheduler configuration with one profile for
+// default-scheduler and one for each of names. With a configuration file kube-scheduler reads
+// its kubeconfig and leader election from it, not from flags.
+func (c *Cluster) writeSchedulerConfig(kubeconfig string, names []string) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n")
+	fmt.Fprintf(&b, "clientConnection: {kubeconfig: %q, qps: 200, burst: 400}\nleaderElection: {leaderElect: false}\nprofiles:\n", kubeconfig)
+	for _, n := range append([]string{"default-scheduler"}, names...) {
+		fmt.Fprintf(&b, "- schedulerName: %q\n", n)
+	}
+	path := filepath.Join(c.dir, "kube-scheduler-config.yaml")
+	return path, os.WriteFile(path, []byte(b.String()), 0o600)
 }
 
 // startServing runs kube-controller-manager or kube-scheduler with its secure port on

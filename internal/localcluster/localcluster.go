@@ -117,6 +117,10 @@ type Options struct {
 	APIServerOnly bool
 	// Nodes are the fake nodes to create. Empty means DefaultNodes().
 	Nodes []NodeSpec
+	// SchedulerNames are scheduler names the cluster's kube-scheduler serves besides
+	// default-scheduler (each a profile of its configuration), for pods that name another
+	// scheduler (spec.schedulerName), as a gang scheduler's would.
+	SchedulerNames []string
 	// Dir receives the data, certificates, kubeconfigs and logs (logs/<component>.log) of
 	// this cluster. Empty means a new temporary directory, which Stop removes unless KeepDir
 	// is set. A directory given here is never removed by Stop.
@@ -221,7 +225,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 	if !opts.APIServerOnly {
-		if err := c.startNodeSide(ctx, paths, opts.Nodes); err != nil {
+		if err := c.startNodeSide(ctx, paths, opts.Nodes, opts.SchedulerNames); err != nil {
 			return nil, err
 		}
 		c.logf("cluster ready with %d fake nodes after %s", len(c.nodes), time.Since(began).Round(time.Millisecond))
