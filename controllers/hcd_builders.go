@@ -29,9 +29,21 @@ const (
 
 	// SGLangPort serves the leader's HTTP API; DistInitPort is torch.distributed's rendezvous.
 	SGLangPort   = resolve.SGLangPort
-	DistInitPort = 20102
+	DistInitPort = resolve.DistInitPort
 
 	configMountPath = "/etc/hicache"
+)
+
+// What gang schedulers read, set from spec.template.gangScheduling.
+const (
+	// VolcanoScheduler is Volcano's scheduler name.
+	VolcanoScheduler = "volcano"
+	// VolcanoMinMemberAnnotation on a StatefulSet sizes the PodGroup Volcano makes for its pods.
+	VolcanoMinMemberAnnotation = "scheduling.volcano.sh/group-min-member"
+	// VolcanoQueueAnnotation on a pod names the Volcano queue of its PodGroup.
+	VolcanoQueueAnnotation = "scheduling.volcano.sh/queue-name"
+	// KueueQueueLabel on a StatefulSet puts its pods, as one pod group, in a Kueue LocalQueue.
+	KueueQueueLabel = "kueue.x-k8s.io/queue-name"
 )
 
 // groupName is the StatefulSet (and headless Service) of serving group g.
@@ -197,7 +209,7 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 	}
 
 	container := corev1.Container{
-		Name:      "sglang",
+		Name:      resolve.ServingContainer,
 		Image:     image,
 		Command:   sglang.Command(),
 		Args:      args,
@@ -211,6 +223,7 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 			{Name: "dshm", MountPath: "/dev/shm"},
 			{Name: "hicache", MountPath: configMountPath, ReadOnly: true},
 		}, model.mounts...),
+		SecurityContext: spec.Template.ContainerSecurityContext.DeepCopy(),
 	}
 	budget, _ := resolve.StartupBudget(spec, r)
 	container.StartupProbe, container.ReadinessProbe, container.LivenessProbe = rankProbes(budget)
@@ -220,34 +233,64 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 			LocalObjectReference: corev1.LocalObjectReference{Name: resolve.ConfigMapName(hcd.Name)}}}},
 	}, model.volumes...)
 	if spec.Storage != nil && spec.Storage.Protocol == "rdma" {
-		container.SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"IPC_LOCK"}}}
+		addCapability(&container, "IPC_LOCK")
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "infiniband", MountPath: "/dev/infiniband"})
 		volumes = append(volumes, corev1.Volume{Name: "infiniband", VolumeSource: corev1.VolumeSource{
 			HostPath: &corev1.HostPathVolumeSource{Path: "/dev/infiniband"}}})
 	}
-
-	podSpec := corev1.PodSpec{
-		InitContainers:     model.inits,
-		Containers:         []corev1.Container{container},
-		Volumes:            volumes,
-		NodeSelector:       spec.Template.NodeSelector,
-		Tolerations:        spec.Template.Tolerations,
-		ServiceAccountName: spec.Template.ServiceAccountName,
-		// A rank must never share a node with another rank of the same group.
-		Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name, hicachev1alpha1.LabelGroup: strconv.Itoa(g)}},
-				TopologyKey:   "kubernetes.io/hostname",
-			}},
-		}},
+	// The user's volumes and mounts come after the operator's: validation keeps their names and
+	// paths apart.
+	for i := range spec.Template.Volumes {
+		volumes = append(volumes, *spec.Template.Volumes[i].DeepCopy())
 	}
-	if r.Nodes == 1 {
-		podSpec.Affinity = nil
+	for i := range spec.Template.VolumeMounts {
+		container.VolumeMounts = append(container.VolumeMounts, *spec.Template.VolumeMounts[i].DeepCopy())
+	}
+
+	containers := []corev1.Container{container}
+	for i := range spec.Template.Containers {
+		containers = append(containers, *spec.Template.Containers[i].DeepCopy())
+	}
+	// The operator's init containers (a hub download of the weights) run first.
+	initContainers := model.inits
+	for i := range spec.Template.InitContainers {
+		initContainers = append(initContainers, *spec.Template.InitContainers[i].DeepCopy())
+	}
+	podSpec := corev1.PodSpec{
+		InitContainers:            initContainers,
+		Containers:                containers,
+		Volumes:                   volumes,
+		NodeSelector:              spec.Template.NodeSelector,
+		Tolerations:               spec.Template.Tolerations,
+		ServiceAccountName:        spec.Template.ServiceAccountName,
+		Affinity:                  groupAffinity(spec.Template.Affinity, hcd.Name, g, r.Nodes),
+		TopologySpreadConstraints: spec.Template.TopologySpreadConstraints,
+		PriorityClassName:         spec.Template.PriorityClassName,
+		SchedulerName:             spec.Template.SchedulerName,
+		ImagePullSecrets:          spec.Template.ImagePullSecrets,
+		SecurityContext:           spec.Template.SecurityContext.DeepCopy(),
 	}
 	annotations := map[string]string{hicachev1alpha1.AnnotationLayoutHash: r.ShortHash}
 	for k, v := range spec.Template.Annotations {
 		if _, reserved := annotations[k]; !reserved {
 			annotations[k] = v
+		}
+	}
+	stsLabels, stsAnnotations := groupLabels(hcd, g), map[string]string{}
+	if gang := spec.Template.GangScheduling; gang != nil {
+		switch gang.Scheduler {
+		case hicachev1alpha1.GangVolcano:
+			// Volcano's controller makes one PodGroup per owner of volcano-scheduled pods, with
+			// the owner's group-min-member as its size.
+			podSpec.SchedulerName = VolcanoScheduler
+			stsAnnotations[VolcanoMinMemberAnnotation] = strconv.Itoa(r.Nodes)
+			if gang.Queue != "" {
+				annotations[VolcanoQueueAnnotation] = gang.Queue
+			}
+		case hicachev1alpha1.GangKueue:
+			// Kueue's StatefulSet integration admits the pods of a labelled StatefulSet as one
+			// pod group of spec.replicas pods.
+			stsLabels[KueueQueueLabel] = gang.Queue
 		}
 	}
 	template := corev1.PodTemplateSpec{
@@ -260,12 +303,13 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 	}
 	template.Annotations[hicachev1alpha1.AnnotationTemplateHash] = hash
 
+	stsAnnotations[hicachev1alpha1.AnnotationTemplateHash] = hash
 	sts := &appsv1.StatefulSet{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: groupName(hcd.Name, g), Namespace: hcd.Namespace,
-			Labels:          groupLabels(hcd, g),
-			Annotations:     map[string]string{hicachev1alpha1.AnnotationTemplateHash: hash},
+			Labels:          stsLabels,
+			Annotations:     stsAnnotations,
 			OwnerReferences: []metav1.OwnerReference{ownerRef(hcd)},
 		},
 		Spec: appsv1.StatefulSetSpec{
@@ -280,6 +324,43 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 		},
 	}
 	return sts, nil
+}
+
+// groupAffinity is the user's affinity (spec.template.affinity) with, for a group of several
+// nodes, the operator's required anti-affinity term added: a rank never shares a node with
+// another rank of its group. The user's node affinity, pod affinity and own anti-affinity terms
+// are kept as they are.
+func groupAffinity(user *corev1.Affinity, hcd string, g, nodes int) *corev1.Affinity {
+	if nodes == 1 {
+		return user.DeepCopy()
+	}
+	a := user.DeepCopy()
+	if a == nil {
+		a = &corev1.Affinity{}
+	}
+	if a.PodAntiAffinity == nil {
+		a.PodAntiAffinity = &corev1.PodAntiAffinity{}
+	}
+	a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
+		corev1.PodAffinityTerm{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{hicachev1alpha1.LabelDeployment: hcd, hicachev1alpha1.LabelGroup: strconv.Itoa(g)}},
+			TopologyKey:   "kubernetes.io/hostname",
+		})
+	return a
+}
+
+// addCapability adds a Linux capability to a container's security context, keeping what the
+// user set there (spec.template.containerSecurityContext).
+func addCapability(c *corev1.Container, capability corev1.Capability) {
+	if c.SecurityContext == nil {
+		c.SecurityContext = &corev1.SecurityContext{}
+	}
+	if c.SecurityContext.Capabilities == nil {
+		c.SecurityContext.Capabilities = &corev1.Capabilities{}
+	}
+	if !slices.Contains(c.SecurityContext.Capabilities.Add, capability) {
+		c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, capability)
+	}
 }
 
 // addSegmentMemory adds the memory the pod's ranks mount for the store (each rank its

@@ -348,10 +348,21 @@ func TestBuildGroupTemplateHash(t *testing.T) {
 		"a new ratio":         {change: func(h *spec) { h.Spec.HiCache.Ratio = "3" }, wantChanged: true},
 		"a pod label":         {change: func(h *spec) { h.Spec.Template.Labels = map[string]string{"a": "b"} }, wantChanged: true},
 		"the fixed namespace": {change: func(h *spec) { h.Spec.Storage.NamespaceStrategy, h.Spec.Storage.Namespace = "Fixed", "x" }, wantChanged: true},
-		"more replicas":       {change: func(h *spec) { *h.Spec.Replicas = 5 }},
-		"rollout budget":      {change: func(h *spec) { h.Spec.Rollout.MaxUnavailable = 3 }},
-		"the flush policy":    {change: func(h *spec) { h.Spec.Storage.FlushPolicy = "Manual" }},
-		"a new generation":    {change: func(h *spec) { h.Generation = 9 }},
+		"a volume": {change: func(h *spec) {
+			h.Spec.Template.Volumes = []corev1.Volume{{Name: "w", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		}, wantChanged: true},
+		"a scheduler": {change: func(h *spec) { h.Spec.Template.SchedulerName = "volcano" }, wantChanged: true},
+		"a sidecar":   {change: func(h *spec) { h.Spec.Template.Containers = []corev1.Container{{Name: "logs", Image: "fluent-bit"}} }, wantChanged: true},
+		"a leader label": {change: func(h *spec) {
+			h.Spec.Template.Leader = &hicachev1alpha1.RoleOverrides{Labels: map[string]string{"a": "b"}}
+		}},
+		"a follower note": {change: func(h *spec) {
+			h.Spec.Template.Follower = &hicachev1alpha1.RoleOverrides{Annotations: map[string]string{"a": "b"}}
+		}},
+		"more replicas":    {change: func(h *spec) { *h.Spec.Replicas = 5 }},
+		"rollout budget":   {change: func(h *spec) { h.Spec.Rollout.MaxUnavailable = 3 }},
+		"the flush policy": {change: func(h *spec) { h.Spec.Storage.FlushPolicy = "Manual" }},
+		"a new generation": {change: func(h *spec) { h.Generation = 9 }},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

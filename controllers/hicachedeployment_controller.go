@@ -311,7 +311,11 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 
 	plan := planGroups(obs.groups, groupWant{replicas: res.Replicas, hashes: obs.desired, maxUnavailable: int(hcd.Spec.Rollout.MaxUnavailable)}, obs.now.Time)
 	obs.recreateWait = plan.requeueAfter
-	return r.executeGroupPlan(ctx, hcd, obs, plan, desired)
+	if err := r.executeGroupPlan(ctx, hcd, obs, plan, desired); err != nil {
+		return err
+	}
+	// Each pod's role (leader or follower) labels and annotations, once the pod exists.
+	return r.applyRankRoles(ctx, hcd, obs)
 }
 
 // deletePods deletes a group's pods together; the StatefulSet recreates them.

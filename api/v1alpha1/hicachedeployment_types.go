@@ -55,6 +55,7 @@ type PoolName string
 // +kubebuilder:validation:XValidation:rule="!has(self.roles) || !has(self.roles.decode.l3) || self.roles.decode.l3 == 'None' || has(self.storage)",message="spec.roles.decode.l3 Offload and HiCache write to the L3 store: set spec.storage.backendRef, or set spec.roles.decode.l3 None"
 // +kubebuilder:validation:XValidation:rule="!has(self.roles) || !has(self.roles.decode.l3) || self.roles.decode.l3 == 'None' || !has(self.hicache.hostMemoryMode) || self.hicache.hostMemoryMode != 'buffer_only'",message="spec.hicache.hostMemoryMode buffer_only is refused by SGLang on decode servers: set spec.roles.decode.l3 None, or use hostMemoryMode cache"
 // +kubebuilder:validation:XValidation:rule="!has(self.roles) || !has(self.roles.decode.l3) || self.roles.decode.l3 != 'HiCache' || !has(self.topology.draft) || self.topology.draft.algorithm in ['EAGLE', 'NEXTN', 'EAGLE3', 'DSPARK']",message="spec.roles.decode.l3 HiCache needs SGLang's decode radix cache, which serves only the EAGLE (NEXTN), EAGLE3 and DSPARK drafts: change spec.topology.draft.algorithm or set spec.roles.decode.l3 None"
+// +kubebuilder:validation:XValidation:rule="!has(self.model.source) || !has(self.template) || !has(self.template.volumeMounts) || self.template.volumeMounts.all(m, m.mountPath != '/models' && !m.mountPath.startsWith('/models/'))",message="spec.template.volumeMounts: with spec.model.source the operator mounts the weights at /models: mount elsewhere, or drop spec.model.source and mount the weights yourself"
 type HiCacheDeploymentSpec struct {
 	// model is the served model.
 	// +required
@@ -463,17 +464,35 @@ type LocalObjectReference struct {
 	Name string `json:"name"`
 }
 
-// PodOverrides are the parts of rank pods a user may set.
+// PodOverrides are the parts of rank pods a user may set: explicit fields rather than a patch of
+// the pod template, so that the API server can refuse, at apply, whatever would change what the
+// operator owns (the serving container's name, command, arguments, ports and L3 environment, its
+// volumes and their mount paths, the labels it finds its pods by). What CEL cannot judge within
+// its cost budget (names compared across two lists) the operator checks when it resolves the
+// spec (internal/resolve), before anything is applied.
+// +kubebuilder:validation:XValidation:rule="!has(self.gangScheduling) || self.gangScheduling.scheduler != 'Volcano' || !has(self.schedulerName) || self.schedulerName == 'volcano'",message="spec.template.schedulerName: gangScheduling Volcano runs the rank pods with Volcano's scheduler (volcano): leave schedulerName unset or set it to volcano"
 type PodOverrides struct {
-	// labels added to every rank pod.
+	// labels added to every rank pod. Keys under hicache.io/ and apps.kubernetes.io/ are the
+	// operator's and the StatefulSet controller's, which find the pods by them.
 	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('hicache.io/') && !k.startsWith('apps.kubernetes.io/') && !k.startsWith('statefulset.kubernetes.io/') && k != 'controller-revision-hash')",message="spec.template.labels: keys under hicache.io/, apps.kubernetes.io/ and statefulset.kubernetes.io/ and controller-revision-hash are set by the operator and the StatefulSet controller, which find the rank pods by them: choose another key"
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 
-	// annotations added to every rank pod.
+	// annotations added to every rank pod. Keys under hicache.io/ are the operator's.
 	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('hicache.io/'))",message="spec.template.annotations: keys under hicache.io/ are set by the operator (the layout and template hashes of the rank pods): choose another key"
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// leader overrides parts of the pod of node rank 0 of every serving group, the one that
+	// serves HTTP.
+	// +optional
+	Leader *RoleOverrides `json:"leader,omitempty"`
+
+	// follower overrides parts of the pods of node ranks 1 and above (groups of several nodes).
+	// +optional
+	Follower *RoleOverrides `json:"follower,omitempty"`
 
 	// nodeSelector for every rank pod.
 	// +kubebuilder:validation:MaxProperties=32
@@ -486,8 +505,10 @@ type PodOverrides struct {
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
-	// env added to the SGLang container.
+	// env added to the SGLang container. POD_IP, NODE_RANK and MOONCAKE_* are the operator's:
+	// they come from the topology and the CacheBackend.
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['POD_IP', 'NODE_RANK']) && !e.name.startsWith('MOONCAKE_'))",message="spec.template.env: POD_IP, NODE_RANK and MOONCAKE_* are set by the operator from the topology and the CacheBackend (the L3 store's address, segment and protocol): remove them, or set spec.storage"
 	// +listType=map
 	// +listMapKey=name
 	// +optional
@@ -497,6 +518,92 @@ type PodOverrides struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// volumes added to every rank pod: caches, secrets, weights that spec.model.source does not
+	// cover (an image volume, a CSI driver). dshm, hicache, model and infiniband are the
+	// operator's names.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(v, !(v.name in ['dshm', 'hicache', 'model', 'infiniband']))",message="spec.template.volumes: dshm, hicache, model and infiniband are the operator's volumes (shared memory, the rendered cache configuration, spec.model.source, RDMA devices): give the volume another name"
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Volumes []corev1.Volume `json:"volumes,omitempty"`
+
+	// volumeMounts added to the SGLang container; each names one of spec.template.volumes.
+	// /dev/shm, /etc/hicache and /dev/infiniband (and paths below them) are the operator's, and
+	// /models too with spec.model.source.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(m, ['/dev/shm', '/etc/hicache', '/dev/infiniband'].all(p, m.mountPath != p && !m.mountPath.startsWith(p + '/')))",message="spec.template.volumeMounts: /dev/shm, /etc/hicache and /dev/infiniband are where the operator mounts shared memory, the rendered cache configuration and RDMA devices: mount elsewhere"
+	// +listType=map
+	// +listMapKey=mountPath
+	// +optional
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
+
+	// affinity of every rank pod. The operator adds to it, for groups of several nodes, a
+	// required pod anti-affinity term that keeps two ranks of one group off one node; node
+	// affinity, pod affinity and the other anti-affinity terms are kept as they are.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// topologySpreadConstraints of every rank pod, e.g. to spread serving groups across zones
+	// (select them with the hicache.io/deployment label; hicache.io/group tells groups apart).
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +optional
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// priorityClassName of every rank pod.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// schedulerName of every rank pod, e.g. a gang scheduler's. See spec.template.gangScheduling
+	// for what Volcano and Kueue need besides.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	SchedulerName string `json:"schedulerName,omitempty"`
+
+	// gangScheduling makes every serving group one gang: all its pods are placed together or
+	// none is, so a group never holds some nodes' GPUs while waiting for the others.
+	// +optional
+	GangScheduling *GangScheduling `json:"gangScheduling,omitempty"`
+
+	// imagePullSecrets of every rank pod, for a private SGLang image.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// securityContext of every rank pod (user and group IDs, fsGroup for volumes, seccomp).
+	// +optional
+	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+
+	// containerSecurityContext of the SGLang container. With spec.storage.protocol rdma the
+	// operator adds the IPC_LOCK capability to it.
+	// +optional
+	ContainerSecurityContext *corev1.SecurityContext `json:"containerSecurityContext,omitempty"`
+
+	// containers are added beside the SGLang container of every rank pod (sidecars such as log
+	// shippers). sglang and model-download are the operator's container names, and its ports (30000 for HTTP, 20102
+	// for the group's rendezvous) are taken in the pod.
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(c, !(c.name in ['sglang', 'model-download']))",message="spec.template.containers: sglang and model-download are the operator's containers (the server, the download of a hub model source): give the sidecar another name"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, !has(c.ports) || c.ports.all(p, p.containerPort != 30000 && p.containerPort != 20102))",message="spec.template.containers: ports 30000 (SGLang's HTTP API) and 20102 (the group's rendezvous) are taken by the serving container in every rank pod: listen on another port"
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Containers []corev1.Container `json:"containers,omitempty"`
+
+	// initContainers run before the SGLang container of every rank pod, after the operator's
+	// download of a hub model source; one with restartPolicy Always is a native sidecar that
+	// runs beside it.
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(c, !(c.name in ['sglang', 'model-download']))",message="spec.template.initContainers: sglang and model-download are the operator's containers (the server, the download of a hub model source): give the init container another name"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, !has(c.ports) || c.ports.all(p, p.containerPort != 30000 && p.containerPort != 20102))",message="spec.template.initContainers: ports 30000 (SGLang's HTTP API) and 20102 (the group's rendezvous) are taken by the serving container in every rank pod: listen on another port"
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	InitContainers []corev1.Container `json:"initContainers,omitempty"`
 
 	// extraArgs are appended to the SGLang command line as they are. Flags the spec has a field
 	// for, flags the operator sets, and flags the L3 cache cannot stay correct with are refused

@@ -50,4 +50,7 @@ const (
 	AnnotationDrainedFor = LabelPrefix + "drained-for"
 	// AnnotationAttempt is the attempt of a CacheFlush a flush Job runs.
 	AnnotationAttempt = LabelPrefix + "attempt"
+	// AnnotationRankRoleHash records, on a rank pod, which labels and annotations of its role
+	// (spec.template.leader or .follower) the operator set on it.
+	AnnotationRankRoleHash = LabelPrefix + "rank-role-hash"
 )

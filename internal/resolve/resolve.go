@@ -95,6 +95,9 @@ func resolveOne(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 	if err := checkNames(hcd); err != nil {
 		return nil, err
 	}
+	if err := checkPodOverrides(&spec.Template); err != nil {
+		return nil, err
+	}
 	if spec.Profile != "" {
 		if _, ok := cache.LookupProfile(string(spec.Profile)); !ok {
 			return nil, &UnknownProfileError{Name: string(spec.Profile)}

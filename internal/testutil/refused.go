@@ -132,6 +132,35 @@ func AcceptedObjects() []RefusedObject {
 		hcd("prefill and decode roles", "roles: {prefill: {topology: {tensorParallel: 8}, replicas: 2}, decode: {topology: {tensorParallel: 16}}}"),
 		hcd("decode HiCache with MTP", "topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: NEXTN}}\nroles: {prefill: {}, decode: {l3: HiCache}}"),
 		hcd("prefill buffer_only with decode without L3", "hicache: {hostMemoryMode: buffer_only}\nroles: {prefill: {}, decode: {l3: None}}"),
+		hcd("pod overrides of a production deployment", `template:
+  labels: {team: search}
+  annotations: {prometheus.io/scrape: "false"}
+  leader: {labels: {role: leader}, annotations: {prometheus.io/scrape: "true", prometheus.io/port: "30000"}}
+  follower: {annotations: {role: follower}}
+  env: [{name: HF_HOME, value: /models/cache}]
+  volumes:
+  - {name: weights, persistentVolumeClaim: {claimName: deepseek-v4, readOnly: true}}
+  - {name: logs, emptyDir: {}}
+  volumeMounts:
+  - {name: weights, mountPath: /models, readOnly: true}
+  - {name: logs, mountPath: /var/log/sglang}
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms: [{matchExpressions: [{key: gpu, operator: In, values: [h200]}]}]
+  topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {hicache.io/deployment: x}}}
+  priorityClassName: inference-high
+  schedulerName: volcano
+  gangScheduling: {scheduler: Volcano, queue: inference}
+  imagePullSecrets: [{name: registry}]
+  securityContext: {fsGroup: 1000}
+  containerSecurityContext: {allowPrivilegeEscalation: false}
+  containers:
+  - {name: logs, image: fluent-bit, ports: [{containerPort: 2020}], volumeMounts: [{name: logs, mountPath: /logs}]}
+  initContainers:
+  - {name: fetch, image: fetcher, volumeMounts: [{name: weights, mountPath: /models}]}`),
+		hcd("Kueue gang scheduling with a queue", `template: {gangScheduling: {scheduler: Kueue, queue: team-a}}`),
 	}
 }
 
@@ -236,6 +265,42 @@ func RefusedObjects() []RefusedObject {
 			"spec.template.extraArgs sets --kv-cache-dtype: set spec.hicache.kvCacheDType instead"),
 		hcd("a refused flag=value in extra args", `template: {extraArgs: ["--tp-size=8"]}`, "spec.template.extraArgs sets --tp-size=8: set spec.topology.tensorParallel instead"),
 		hcd("a config file in extra args", `template: {extraArgs: ["--config", "/etc/sglang.yaml"]}`, "spec.template.extraArgs sets --config: the operator sets it or the L3 cache cannot stay correct with it; remove it"),
+		hcd("a volume with the operator's name", `template: {volumes: [{name: dshm, emptyDir: {}}]}`,
+			"spec.template.volumes: dshm, hicache, model and infiniband are the operator's volumes"),
+		hcd("a mount below the operator's configuration", `template: {volumes: [{name: w, emptyDir: {}}], volumeMounts: [{name: w, mountPath: /etc/hicache/extra}]}`,
+			"spec.template.volumeMounts: /dev/shm, /etc/hicache and /dev/infiniband are where the operator mounts"),
+		hcd("a mount over the weights of a model source", "model: {servedName: m, source: {pvc: {claimName: w}}}\ntemplate: {volumes: [{name: w, emptyDir: {}}], volumeMounts: [{name: w, mountPath: /models/extra}]}",
+			"spec.template.volumeMounts: with spec.model.source the operator mounts the weights at /models"),
+		hcd("a sidecar named like the hub download", `template: {containers: [{name: model-download, image: x}]}`,
+			"spec.template.containers: sglang and model-download are the operator's containers"),
+		hcd("a mount over shared memory", `template: {volumes: [{name: w, emptyDir: {}}], volumeMounts: [{name: w, mountPath: /dev/shm}]}`,
+			"spec.template.volumeMounts: /dev/shm, /etc/hicache and /dev/infiniband are where the operator mounts"),
+		hcd("a sidecar named like the serving container", `template: {containers: [{name: sglang, image: busybox}]}`,
+			"spec.template.containers: sglang and model-download are the operator's containers"),
+		hcd("a sidecar on SGLang's port", `template: {containers: [{name: proxy, image: envoy, ports: [{containerPort: 30000}]}]}`,
+			"spec.template.containers: ports 30000 (SGLang's HTTP API) and 20102 (the group's rendezvous) are taken"),
+		hcd("an init container named like the serving container", `template: {initContainers: [{name: sglang, image: busybox}]}`,
+			"spec.template.initContainers: sglang and model-download are the operator's containers"),
+		hcd("an init container on the rendezvous port", `template: {initContainers: [{name: s, image: x, restartPolicy: Always, ports: [{containerPort: 20102}]}]}`,
+			"spec.template.initContainers: ports 30000 (SGLang's HTTP API) and 20102 (the group's rendezvous) are taken"),
+		hcd("a label the operator finds its pods by", `template: {labels: {hicache.io/group: "0"}}`,
+			"spec.template.labels: keys under hicache.io/, apps.kubernetes.io/ and statefulset.kubernetes.io/ and controller-revision-hash are set by the operator"),
+		hcd("an annotation of the operator", `template: {annotations: {hicache.io/layout-hash: forged}}`,
+			"spec.template.annotations: keys under hicache.io/ are set by the operator"),
+		hcd("a leader label of the StatefulSet controller", `template: {leader: {labels: {apps.kubernetes.io/pod-index: "1"}}}`,
+			"spec.template.leader.labels and spec.template.follower.labels: keys under hicache.io/"),
+		hcd("a follower annotation of the operator", `template: {follower: {annotations: {hicache.io/template-hash: x}}}`,
+			"spec.template.leader.annotations and spec.template.follower.annotations: keys under hicache.io/ are set by the operator"),
+		hcd("the L3 store's address in env", `template: {env: [{name: MOONCAKE_MASTER, value: "other:50051"}]}`,
+			"spec.template.env: POD_IP, NODE_RANK and MOONCAKE_* are set by the operator"),
+		hcd("the node rank in env", `template: {env: [{name: NODE_RANK, value: "3"}]}`,
+			"spec.template.env: POD_IP, NODE_RANK and MOONCAKE_* are set by the operator"),
+		hcd("Kueue gang scheduling without a queue", `template: {gangScheduling: {scheduler: Kueue}}`,
+			"spec.template.gangScheduling.queue is required with Kueue"),
+		hcd("a gang scheduler the operator does not know", `template: {gangScheduling: {scheduler: Yunikorn}}`,
+			`spec.template.gangScheduling.scheduler: Unsupported value: "Yunikorn"`),
+		hcd("Volcano gang scheduling under another scheduler", `template: {schedulerName: default-scheduler, gangScheduling: {scheduler: Volcano}}`,
+			"spec.template.schedulerName: gangScheduling Volcano runs the rank pods with Volcano's scheduler"),
 		{Name: "backend both managed and external", Want: "set exactly one of managed (the operator runs the master) or external", Doc: `
 apiVersion: hicache.io/v1alpha1
 kind: CacheBackend

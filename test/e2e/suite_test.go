@@ -92,6 +92,7 @@ func run(m *testing.M) int {
 	cluster, err = localcluster.Start(ctx, localcluster.Options{
 		CRDDirectoryPaths: []string{filepath.Join(repo, "config", "crd", "bases")},
 		Nodes:             localcluster.GPUNodes(6, 8),
+		SchedulerNames:    []string{secondScheduler},
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the local cluster: %v\n", err)
