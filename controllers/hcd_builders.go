@@ -178,10 +178,10 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 		{Name: "NODE_RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + appsv1.PodIndexLabel + "']"}}},
 	}
-	if !slices.ContainsFunc(spec.Template.Env, func(e corev1.EnvVar) bool { return e.Name == healthGenerationEnv }) {
+	if !slices.ContainsFunc(spec.Template.Env, func(e corev1.EnvVar) bool { return e.Name == HealthGenerationEnv }) {
 		// /health checks the server's state; /health_generate generates (rankProbes). A user's
 		// own setting wins.
-		env = append(env, corev1.EnvVar{Name: healthGenerationEnv, Value: "false"})
+		env = append(env, corev1.EnvVar{Name: HealthGenerationEnv, Value: "false"})
 	}
 	if mc != nil {
 		mEnv, err := sglang.Env(*mc)

@@ -17,15 +17,15 @@ const (
 	hubDownloadContainer = "model-download"
 	// HubTokenEnv is the variable the hub CLI reads its token from.
 	HubTokenEnv = "HF_TOKEN"
-	// healthGenerationEnv makes SGLang's /health a check of the server's state only, leaving the
+	// HealthGenerationEnv makes SGLang's /health a check of the server's state only, leaving the
 	// one-token generation to /health_generate (SGLang 0.5.23 runs it on both by default).
-	healthGenerationEnv = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"
+	HealthGenerationEnv = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"
 
 	// The HTTP paths the probes ask. Both exist on the leader's server and on the stand-in
 	// server SGLang starts on followers once their schedulers are ready, and SGLang lets them
-	// through without an API key.
-	healthPath         = "/health"
-	healthGeneratePath = "/health_generate"
+	// through without an API key (test/conformance checks all three in the pinned source).
+	HealthPath         = "/health"
+	HealthGeneratePath = "/health_generate"
 )
 
 // modelParts are what a model source adds to a rank pod: its volume, the serving container's
@@ -87,7 +87,7 @@ func buildModelParts(spec *hicachev1alpha1.HiCacheDeploymentSpec, image string) 
 //   - startup, GET /health every 10 s within the budget of resolve.StartupBudget: the leader
 //     answers 503 until its warm-up request has run; a follower opens its port only once its
 //     schedulers joined the process group and loaded their weights;
-//   - readiness, GET /health every 10 s: with healthGenerationEnv false, a check of the server's
+//   - readiness, GET /health every 10 s: with HealthGenerationEnv false, a check of the server's
 //     state (503 while starting or shutting down), cheap enough to ask often;
 //   - liveness, GET /health_generate every 30 s: on the leader a one-token generation, which no
 //     rank of the group can finish alone, so a dead or hung follower fails it too (SGLang gives
@@ -99,15 +99,15 @@ func rankProbes(startupSeconds int32) (startup, readiness, liveness *corev1.Prob
 	}
 	period := int32(resolve.StartupProbePeriod)
 	startup = &corev1.Probe{
-		ProbeHandler:  get(healthPath),
+		ProbeHandler:  get(HealthPath),
 		PeriodSeconds: period, TimeoutSeconds: 5, FailureThreshold: max((startupSeconds+period-1)/period, 1),
 	}
 	readiness = &corev1.Probe{
-		ProbeHandler:  get(healthPath),
+		ProbeHandler:  get(HealthPath),
 		PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 3,
 	}
 	liveness = &corev1.Probe{
-		ProbeHandler:  get(healthGeneratePath),
+		ProbeHandler:  get(HealthGeneratePath),
 		PeriodSeconds: 30, TimeoutSeconds: 25, FailureThreshold: 3,
 	}
 	return startup, readiness, liveness

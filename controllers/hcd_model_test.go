@@ -199,16 +199,16 @@ func TestRankProbes(t *testing.T) {
 			if c.LivenessProbe.TimeoutSeconds <= 20 {
 				t.Errorf("liveness timeout %d s is within SGLang's own 20 s", c.LivenessProbe.TimeoutSeconds)
 			}
-			if e, ok := envValue(c.Env, healthGenerationEnv); !ok || e.Value != "false" {
-				t.Errorf("%s = %q, want false so that /health checks state only", healthGenerationEnv, e.Value)
+			if e, ok := envValue(c.Env, HealthGenerationEnv); !ok || e.Value != "false" {
+				t.Errorf("%s = %q, want false so that /health checks state only", HealthGenerationEnv, e.Value)
 			}
 		})
 	}
 	// A user's own setting of the variable wins, once.
-	c := mustBuildGroup(t, makeHCD("q").Env(healthGenerationEnv, "true").Obj(), 0).Spec.Template.Spec.Containers[0]
+	c := mustBuildGroup(t, makeHCD("q").Env(HealthGenerationEnv, "true").Obj(), 0).Spec.Template.Spec.Containers[0]
 	n := 0
 	for _, e := range c.Env {
-		if e.Name == healthGenerationEnv {
+		if e.Name == HealthGenerationEnv {
 			n++
 			if e.Value != "true" {
 				t.Errorf("%s = %q, want the user's true", e.Name, e.Value)
@@ -216,7 +216,7 @@ func TestRankProbes(t *testing.T) {
 		}
 	}
 	if n != 1 {
-		t.Errorf("%s appears %d times; server-side apply refuses duplicates", healthGenerationEnv, n)
+		t.Errorf("%s appears %d times; server-side apply refuses duplicates", HealthGenerationEnv, n)
 	}
 }
 
