@@ -359,8 +359,10 @@ func (e errNoLeader) Error() string {
 // probeOnce probes a backend: its admin URL, or with managed HA every master pod and then the
 // leader; an external etcd:// backend whose admin URL names a standby is probed at the leader the
 // standby names (same scheme and port).
-func (r *CacheBackendReconciler) probeOnce(ctx context.Context, cb *hicachev1alpha1.CacheBackend, ep *hicachev1alpha1.BackendEndpoints, pods []corev1.Pod) probeRecord {
-	rec := probeRecord{AdminURL: ep.AdminURL, Generation: cb.Generation, PodsKey: podsKey(pods)}
+// The record's time is when the probe ended, set on the named result so that every return has it
+// (reuseProbe reuses a record younger than the poll interval).
+func (r *CacheBackendReconciler) probeOnce(ctx context.Context, cb *hicachev1alpha1.CacheBackend, ep *hicachev1alpha1.BackendEndpoints, pods []corev1.Pod) (rec probeRecord) {
+	rec = probeRecord{AdminURL: ep.AdminURL, Generation: cb.Generation, PodsKey: podsKey(pods)}
 	defer func() { rec.At = r.Clock.Now() }()
 	target := ep.AdminURL
 	if m := cb.Spec.Mooncake.Managed; m != nil && m.HA != nil {
