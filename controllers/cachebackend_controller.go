@@ -22,12 +22,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -556,12 +558,45 @@ func truncatedUsage(st *hicachev1alpha1.CacheBackendStatus) string {
 	return strings.Join(parts, "; ")
 }
 
+// namespaceUseChanged tells whether an update of a HiCacheDeployment changes what a backend of its
+// store lists or decides about it: the backend it refers to or writes to, the namespace and layout
+// it writes, the stale namespaces it left, its deletion. Its other status changes (ready groups,
+// conditions, what a stale namespace waits for) wake no backend. Creations and deletions always do.
+func namespaceUseChanged(old, cur *hicachev1alpha1.HiCacheDeployment) bool {
+	if old.DeletionTimestamp.IsZero() != cur.DeletionTimestamp.IsZero() || backendRefOf(old) != backendRefOf(cur) {
+		return true
+	}
+	a, b := old.Status.Cache, cur.Status.Cache
+	if a == nil {
+		a = &hicachev1alpha1.CacheStatus{}
+	}
+	if b == nil {
+		b = &hicachev1alpha1.CacheStatus{}
+	}
+	if a.Namespace != b.Namespace || a.Backend != b.Backend || a.LayoutHash != b.LayoutHash {
+		return true
+	}
+	return !slices.EqualFunc(a.StaleNamespaces, b.StaleNamespaces, func(x, y hicachev1alpha1.StaleNamespace) bool {
+		return x.Namespace == y.Namespace && x.Backend == y.Backend && x.LayoutHash == y.LayoutHash
+	})
+}
+
+// backendRefOf is the CacheBackend a deployment's spec names, "" without storage.
+func backendRefOf(h *hicachev1alpha1.HiCacheDeployment) string {
+	if h.Spec.Storage == nil {
+		return ""
+	}
+	return h.Spec.Storage.BackendRef.Name
+}
+
 // SetupWithManager registers the controller.
 func (r *CacheBackendReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	// A deployment's use wakes every backend of its store: each lists the whole store's use.
+	log := mgr.GetLogger().WithValues("controller", "cachebackend")
+	// A deployment's use wakes every backend of its store: each lists the whole store's use. On an
+	// update the old object is mapped too, so that the backend a deployment leaves is woken.
 	hcdToBackend := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		hcd := o.(*hicachev1alpha1.HiCacheDeployment)
 		backend := ""
@@ -579,7 +614,10 @@ func (r *CacheBackendReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return []reconcile.Request{own}
 		}
 		backends, err := storeBackends(ctx, mgr.GetClient(), storeIDOf(&cb))
-		if err != nil || len(backends) == 0 {
+		if err != nil {
+			log.Error(err, "Listing the backends of a store failed: only the deployment's own backend is woken", "hiCacheDeployment", klog.KObj(hcd))
+		}
+		if len(backends) == 0 {
 			return []reconcile.Request{own}
 		}
 		reqs := make([]reconcile.Request, 0, len(backends))
@@ -597,7 +635,11 @@ func (r *CacheBackendReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&networkingv1.NetworkPolicy{}).
-		Watches(&hicachev1alpha1.HiCacheDeployment{}, hcdToBackend).
+		Watches(&hicachev1alpha1.HiCacheDeployment{}, hcdToBackend, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return namespaceUseChanged(e.ObjectOld.(*hicachev1alpha1.HiCacheDeployment), e.ObjectNew.(*hicachev1alpha1.HiCacheDeployment))
+			},
+		})).
 		Named("cachebackend").
 		Complete(r)
 }

@@ -384,3 +384,58 @@ func TestTruncatedUsage(t *testing.T) {
 		})
 	}
 }
+
+func TestNamespaceUseChanged(t *testing.T) {
+	base := func() *hicachev1alpha1.HiCacheDeployment {
+		h := makeHCD("q").TP(4).Storage("mc").Obj()
+		h.Status = hicachev1alpha1.HiCacheDeploymentStatus{
+			ReadyReplicas: 1,
+			Conditions:    []metav1.Condition{{Type: hicachev1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "AllGroupsReady"}},
+			Cache: &hicachev1alpha1.CacheStatus{Namespace: "hc-a", Backend: "mc", LayoutHash: "aaaa", ShortHash: "aa",
+				StaleNamespaces: []hicachev1alpha1.StaleNamespace{{Namespace: "hc-old", Backend: "mc", LayoutHash: "0ld"}}},
+		}
+		return h
+	}
+	cases := map[string]struct {
+		change func(h *hicachev1alpha1.HiCacheDeployment)
+		want   bool
+	}{
+		"nothing":                      {change: func(*hicachev1alpha1.HiCacheDeployment) {}},
+		"ready groups":                 {change: func(h *hicachev1alpha1.HiCacheDeployment) { h.Status.ReadyReplicas = 0 }},
+		"a condition":                  {change: func(h *hicachev1alpha1.HiCacheDeployment) { h.Status.Conditions[0].Status = metav1.ConditionFalse }},
+		"replicas in the spec":         {change: func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Replicas = ptr.To(int32(3)) }},
+		"what a stale namespace waits": {change: func(h *hicachev1alpha1.HiCacheDeployment) { h.Status.Cache.StaleNamespaces[0].BlockedBy = "in use" }},
+		"its flush recorded":           {change: func(h *hicachev1alpha1.HiCacheDeployment) { h.Status.Cache.StaleNamespaces[0].Flush = "f" }},
+		"the namespace written":        {change: func(h *hicachev1alpha1.HiCacheDeployment) { h.Status.Cache.Namespace = "hc-b" }, want: true},
+		"the layout written":           {change: func(h *hicachev1alpha1.HiCacheDeployment) { h.Status.Cache.LayoutHash = "bbbb" }, want: true},
+		"the backend written":          {change: func(h *hicachev1alpha1.HiCacheDeployment) { h.Status.Cache.Backend = "other" }, want: true},
+		"the backend referred to":      {change: func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Storage.BackendRef.Name = "other" }, want: true},
+		"storage removed":              {change: func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Storage = nil }, want: true},
+		"no cache status any more":     {change: func(h *hicachev1alpha1.HiCacheDeployment) { h.Status.Cache = nil }, want: true},
+		"a stale namespace added": {change: func(h *hicachev1alpha1.HiCacheDeployment) {
+			h.Status.Cache.StaleNamespaces = append(h.Status.Cache.StaleNamespaces, hicachev1alpha1.StaleNamespace{Namespace: "hc-a", Backend: "mc"})
+		}, want: true},
+		"a stale namespace flushed and gone": {change: func(h *hicachev1alpha1.HiCacheDeployment) { h.Status.Cache.StaleNamespaces = nil }, want: true},
+		"deletion begins": {change: func(h *hicachev1alpha1.HiCacheDeployment) {
+			h.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+		}, want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			old, cur := base(), base()
+			tc.change(cur)
+			if got := namespaceUseChanged(old, cur); got != tc.want {
+				t.Errorf("namespaceUseChanged = %v, want %v", got, tc.want)
+			}
+			if got := namespaceUseChanged(cur, old); got != tc.want {
+				t.Errorf("namespaceUseChanged back = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// A deployment with no cache status yet and one with an empty one are the same use.
+	a, b := base(), base()
+	a.Status.Cache, b.Status.Cache = nil, &hicachev1alpha1.CacheStatus{}
+	if namespaceUseChanged(a, b) {
+		t.Error("an empty cache status counts as a change from none")
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -256,17 +255,9 @@ func (r *HiCacheDeploymentReconciler) backendEndpoints(ctx context.Context, hcd 
 	}
 	be := &resolve.Backend{Name: name, RPCAddress: cb.Status.Endpoints.RPCAddress, MetadataServer: cb.Status.Endpoints.MetadataServer,
 		ClusterID: cb.Status.Endpoints.ClusterID}
-	// Ranks ask the master's admin port too (master_metrics_port), which the backend publishes.
+	// Ranks ask the master's admin port too (master_metrics_port), which the backend publishes
+	// (none for an external admin URL that names no port: SGLang's default then).
 	be.MetricsPort = int(cb.Status.Endpoints.MetricsPort)
-	if be.MetricsPort == 0 {
-		// A status written before endpoints.metricsPort existed: the port the operator reaches,
-		// so that the rendered ranks do not change until the backend is probed again.
-		if u, err := url.Parse(cb.Status.Endpoints.AdminURL); err == nil {
-			if port, err := strconv.Atoi(u.Port()); err == nil {
-				be.MetricsPort = port
-			}
-		}
-	}
 	return be, &cb, nil
 }
 

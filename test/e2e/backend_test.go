@@ -21,6 +21,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
@@ -347,20 +348,8 @@ func TestHangingAdminURLsDoNotDelayAnotherBackend(t *testing.T) {
 	m := startMaster(t)
 	// The backend reaches its master through a proxy that counts its probes, so that the master
 	// can be stopped right after one: the worst moment, with the next probe a whole poll away.
-	var probed atomic.Int64
-	target, err := url.Parse(m.AdminURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		proxy.ServeHTTP(w, r)
-		if r.URL.Path == "/metrics" { // the probe's last request, answered
-			probed.Add(1)
-		}
-	}))
-	t.Cleanup(counting.Close)
-	externalBackend(t, ns, "mooncake", m.RPCAddr, counting.URL)
+	countingURL, probed := countingAdmin(t, m.AdminURL)
+	externalBackend(t, ns, "mooncake", m.RPCAddr, countingURL)
 
 	const hanging = 6
 	accepted := make([]*atomic.Int64, hanging)
@@ -407,5 +396,63 @@ func TestHangingAdminURLsDoNotDelayAnotherBackend(t *testing.T) {
 	t.Logf("a stopped master was reported NotReady after %v, beside %d hanging backends (bound %v)", detected.Round(100*time.Millisecond), hanging, bound)
 	if detected > bound {
 		t.Errorf("a stopped master was reported after %v beside %d hanging backends; want within %v", detected.Round(100*time.Millisecond), hanging, bound)
+	}
+}
+
+// countingAdmin is an admin URL that forwards to a real master's and counts the probes it
+// answered.
+func countingAdmin(t *testing.T, realAdminURL string) (string, *atomic.Int64) {
+	t.Helper()
+	target, err := url.Parse(realAdminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var probed atomic.Int64
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxy.ServeHTTP(w, r)
+		if r.URL.Path == "/metrics" { // the probe's last request, answered
+			probed.Add(1)
+		}
+	}))
+	t.Cleanup(counting.Close)
+	return counting.URL, &probed
+}
+
+// Probes follow the poll interval, not the rate of events: many deployments changing their use
+// of the backend's namespaces at once wake it many times, and it asks its master at most once
+// per interval.
+func TestBackendProbesFollowThePollIntervalNotTheEvents(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMaster(t)
+	adminURL, probed := countingAdmin(t, m.AdminURL)
+	externalBackend(t, ns, "mooncake", m.RPCAddr, adminURL)
+
+	const n = 30
+	poll := time.Second // the suite's BackendPollInterval
+	before, start := probed.Load(), time.Now()
+	for i := range n {
+		h := hcd(t, ns, qwen3)
+		h.Name = fmt.Sprintf("qwen3-%02d", i)
+		h.Spec.Replicas = ptr.To(int32(0))
+		if i%2 == 1 {
+			h.Spec.Model.Revision = "r1" // a second namespace
+		}
+		create(t, h)
+	}
+	eventually(t, 60*time.Second, "every deployment counted on the backend", func() (bool, string) {
+		total := int32(0)
+		for _, u := range getCB(t, ns, "mooncake").Status.Namespaces {
+			total += u.DeploymentCount
+		}
+		return total == n, fmt.Sprintf("%d of %d counted", total, n)
+	})
+	elapsed := time.Since(start)
+	probes := probed.Load() - before
+	// One probe per interval begun, and one for the interval under way when the burst began.
+	bound := int64(elapsed/poll) + 2
+	t.Logf("%d deployments recorded on the backend in %v with %d probes (bound %d)", n, elapsed.Round(10*time.Millisecond), probes, bound)
+	if probes > bound {
+		t.Errorf("%d probes in %v while %d deployments changed, want at most %d (one per %v poll interval)", probes, elapsed.Round(10*time.Millisecond), n, bound, poll)
 	}
 }
