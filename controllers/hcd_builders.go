@@ -192,6 +192,7 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 			env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})
 		}
 	}
+	env = append(env, keyEnv(hcd)...)
 	env = append(env, spec.Template.Env...)
 
 	resources := *spec.Resources.DeepCopy()

@@ -74,8 +74,18 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 		set(hicachev1alpha1.ConditionProgressing, false, obs.backendErr.reason,
 			"The cache backend is not ready: running serving groups keep serving, and changes wait until it is")
 	case obs.failed != nil:
-		set(hicachev1alpha1.ConditionProgressing, false, hicachev1alpha1.ReasonReconcileError, truncate(obs.failed.Error(), 32768))
-		setReady(set, st, desiredGroups, rankPodProblem(obs.groups))
+		reason := hicachev1alpha1.ReasonReconcileError
+		var ce *conditionError
+		if errors.As(obs.failed, &ce) {
+			reason = ce.reason
+		}
+		msg := truncate(obs.failed.Error(), 32768)
+		set(hicachev1alpha1.ConditionProgressing, false, reason, msg)
+		if ce != nil && len(obs.groups) == 0 {
+			set(hicachev1alpha1.ConditionReady, false, reason, msg)
+		} else {
+			setReady(set, st, desiredGroups, rankPodProblem(obs.groups))
+		}
 	case desiredGroups == 0:
 		set(hicachev1alpha1.ConditionReady, true, hicachev1alpha1.ReasonScaledToZero, "Scaled to zero serving groups")
 		set(hicachev1alpha1.ConditionProgressing, false, hicachev1alpha1.ReasonUpToDate, "No serving groups")

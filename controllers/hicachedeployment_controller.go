@@ -34,6 +34,8 @@ import (
 // correct.
 type HiCacheDeploymentReconciler struct {
 	client.Client
+	// APIReader reads what the operator does not cache: the Secrets of SGLang's keys.
+	APIReader client.Reader
 	Recorder events.EventRecorder
 	Options  Options
 	Clock    clock.PassiveClock
@@ -47,6 +49,7 @@ type HiCacheDeploymentReconciler struct {
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete;patch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 const backendRefIndex = "spec.storage.backendRef.name"
@@ -272,6 +275,10 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 		image = r.Options.DefaultSGLangImage
 	}
 
+	// SGLang's keys: nothing runs without the admin key's Secret.
+	if err := r.ensureKeys(ctx, hcd); err != nil {
+		return err
+	}
 	// Build every group first: nothing is written unless the whole deployment renders.
 	desired := make([]*appsv1.StatefulSet, res.Replicas)
 	for g := range res.Replicas {
@@ -474,6 +481,12 @@ func (r *HiCacheDeploymentReconciler) emitEvents(s *hcdScope) {
 	}
 	for _, d := range obs.droppedStale {
 		r.Recorder.Eventf(s.obj, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonStaleNamespaceDropped, "TrackStaleNamespaces", "%s", droppedStaleMessage(hcd, d))
+	}
+	var ce *conditionError
+	if errors.As(obs.failed, &ce) {
+		if c := meta.FindStatusCondition(hcd.Status.Conditions, hicachev1alpha1.ConditionProgressing); c == nil || c.Reason != ce.reason || c.Message != ce.message {
+			r.Recorder.Eventf(s.obj, nil, corev1.EventTypeWarning, ce.reason, "Reconcile", "%s", ce.message)
+		}
 	}
 	for _, g := range obs.rolling {
 		r.Recorder.Eventf(s.obj, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonRollingOut, "Roll",

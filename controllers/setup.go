@@ -164,5 +164,5 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := (&CacheFlushReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cacheflush-controller"), Options: opts, Admin: opts.Admin, Flusher: opts.Flusher}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&HiCacheDeploymentReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("hicachedeployment-controller"), Options: opts}).SetupWithManager(mgr)
+	return (&HiCacheDeploymentReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("hicachedeployment-controller"), Options: opts}).SetupWithManager(mgr)
 }

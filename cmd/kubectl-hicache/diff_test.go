@@ -183,7 +183,7 @@ func TestDiffExitCode(t *testing.T) {
 func TestDiffRefusesARefusedExtraArg(t *testing.T) {
 	old := writeHCD(t, "old.yaml", edit(t, "qwen3").Obj())
 	for args, want := range map[string][]string{
-		"--kv-cache-dtype=fp8_e4m3": {"spec.template.extraArgs sets --kv-cache-dtype=fp8_e4m3: set spec.hicache.kvCacheDType instead"},
+		"--kv-cache-dtype=fp8_e4m3": {"spec.template.extraArgs sets --kv-cache-dtype: set spec.hicache.kvCacheDType instead"},
 		"--kv-cache-dt fp8_e4m3":    {"spec.template.extraArgs sets --kv-cache-dt (--kv-cache-dtype)", "set spec.hicache.kvCacheDType instead"},
 	} {
 		bad := writeHCD(t, "new.yaml", edit(t, "qwen3").ExtraArgs(strings.Fields(args)...).Obj())

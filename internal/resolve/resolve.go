@@ -191,7 +191,7 @@ func (r *Resolved) segment(st *hicachev1alpha1.StorageSpec) error {
 const MaxNameLength = 40
 
 // ReservedEnv are the container variables the operator sets itself.
-var ReservedEnv = []string{"POD_IP", "NODE_RANK"}
+var ReservedEnv = []string{"POD_IP", "NODE_RANK", AdminAPIKeyEnv, APIKeyEnv}
 
 // checkNames refuses names the API server would refuse only in the middle of applying children,
 // and user variables that clash with the operator's.
@@ -209,7 +209,7 @@ func checkNames(hcd *hicachev1alpha1.HiCacheDeployment) error {
 	for i, e := range hcd.Spec.Template.Env {
 		if slices.Contains(ReservedEnv, e.Name) || strings.HasPrefix(e.Name, "MOONCAKE_") {
 			return &FieldError{Field: fmt.Sprintf("spec.template.env[%d]", i), Message: fmt.Sprintf(
-				"%s is set by the operator (POD_IP, NODE_RANK and MOONCAKE_* come from the topology and the CacheBackend); remove it", e.Name)}
+				"%s is set by the operator (POD_IP, NODE_RANK and MOONCAKE_* come from the topology and the CacheBackend, %s and %s from spec.security); remove it", e.Name, AdminAPIKeyEnv, APIKeyEnv)}
 		}
 	}
 	return nil

@@ -46,6 +46,11 @@ func ServerConfig(hcd *hicachev1alpha1.HiCacheDeployment, r *Resolved, be *Backe
 		MambaSSMDType:     spec.HiCache.MambaSSMDType,
 		Quantization:      string(spec.Model.Quantization),
 		ExtraArgs:         spec.Template.ExtraArgs,
+		// The keys are references the kubelet expands from secretKeyRef variables.
+		AdminAPIKey: "$(" + AdminAPIKeyEnv + ")",
+	}
+	if APIKeySecret(hcd) != nil {
+		cfg.APIKey = "$(" + APIKeyEnv + ")"
 	}
 	if t.DataParallel > 1 {
 		cfg.DP = int(t.DataParallel)

@@ -101,6 +101,19 @@ func (r *renderer) model(cfg ServerConfig) {
 	}
 	r.add("--host", host)
 	r.addInt("--port", port)
+	for _, k := range []struct{ flag, name, value string }{
+		{"--admin-api-key", "AdminAPIKey", cfg.AdminAPIKey}, {"--api-key", "APIKey", cfg.APIKey},
+	} {
+		if k.value == "" {
+			continue
+		}
+		if !varRef.MatchString(k.value) {
+			// Never quote the value: it may be a key.
+			r.fail("%s is not a variable reference such as $(HICACHE_ADMIN_API_KEY): a key written into the command line would be readable in the pod spec", k.name)
+			continue
+		}
+		r.add(k.flag, k.value)
+	}
 }
 
 func (r *renderer) topology(cfg ServerConfig) {

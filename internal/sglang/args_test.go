@@ -296,6 +296,8 @@ func TestArgsRefusesWhatTheServerWouldNotRunAsWritten(t *testing.T) {
 			cfg:  ServerConfig{ModelPath: "m", NNodes: 2},
 			want: []string{"NodeRankEnv is empty", "DistInitAddr is empty"},
 		},
+		"a literal admin key":                {cfg: ServerConfig{ModelPath: "m", AdminAPIKey: "s3cret"}, want: []string{"AdminAPIKey is not a variable reference"}},
+		"a literal API key":                  {cfg: ServerConfig{ModelPath: "m", APIKey: "$HICACHE_API_KEY"}, want: []string{"APIKey is not a variable reference"}},
 		"rank on one node":                   {cfg: ServerConfig{ModelPath: "m", NodeRankEnv: "$(NODE_RANK)"}, want: []string{"only apply to servers spanning several nodes"}},
 		"bad node rank":                      {cfg: ServerConfig{ModelPath: "m", NNodes: 2, NodeRankEnv: "$NODE_RANK", DistInitAddr: "a:1"}, want: []string{"neither a number nor a variable reference"}},
 		"address without port":               {cfg: ServerConfig{ModelPath: "m", NNodes: 2, NodeRankEnv: "1", DistInitAddr: "leader"}, want: []string{"is not host:port"}},
@@ -444,5 +446,24 @@ func TestValidationErrorsAreTyped(t *testing.T) {
 	var p argspec.Problem
 	if !errors.As(err, &p) || p.Kind != argspec.InvalidChoice || p.Flag != "--kv-cache-dtype" {
 		t.Errorf("want an InvalidChoice problem for --kv-cache-dtype, got %v", err)
+	}
+}
+
+// Keys are rendered as the references the kubelet expands, accepted by the pinned release's
+// parser, and a literal key is refused without being quoted.
+func TestArgsRenderKeysAsReferences(t *testing.T) {
+	args, err := Args(ServerConfig{ModelPath: "m", AdminAPIKey: "$(HICACHE_ADMIN_API_KEY)", APIKey: "$(HICACHE_API_KEY)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(args, " ")
+	for _, want := range []string{"--admin-api-key $(HICACHE_ADMIN_API_KEY)", "--api-key $(HICACHE_API_KEY)"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("%q lacks %q", joined, want)
+		}
+	}
+	_, err = Args(ServerConfig{ModelPath: "m", AdminAPIKey: "canary-c0ffee"})
+	if err == nil || strings.Contains(err.Error(), "canary-c0ffee") {
+		t.Errorf("a literal admin key: error %v, want a refusal that does not quote it", err)
 	}
 }

@@ -76,6 +76,12 @@ type ServerConfig struct {
 	Host string
 	Port int
 
+	// AdminAPIKey and APIKey are --admin-api-key and --api-key, each a variable reference such
+	// as $(HICACHE_ADMIN_API_KEY) that the kubelet expands: a key itself is refused, since the
+	// command line is part of the pod spec. Empty leaves the flag out.
+	AdminAPIKey string
+	APIKey      string
+
 	PageSize      int
 	KVCacheDType  string
 	MambaSSMDType string

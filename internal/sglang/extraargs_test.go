@@ -165,7 +165,12 @@ func TestClassifyExtraArgs(t *testing.T) {
 		"context parallel":        {args: []string{"--attn-cp-size", "2"}, refused: []string{"context-parallel", "remove it"}},
 		"two refusals, both said": {args: []string{"--page-size", "32", "--log-level", "debug", "--served-model-name", "x"}, refused: []string{"set spec.hicache.pageSize instead", "set spec.model.servedName instead"}},
 		"an unknown flag":         {args: []string{"--turbo"}, refused: []string{"spec.template.extraArgs: ", "unknown flag --turbo"}},
-		"a bad choice":            {args: []string{"--dtype", "fp6"}, refused: []string{`flag --dtype does not accept "fp6"`}},
+		"a literal admin key": {args: []string{"--admin-api-key", "s3cret"},
+			refused: []string{"sets --admin-api-key, which would put the key in the pod spec", "set spec.security.adminAPIKeySecretRef instead"}},
+		"a literal API key":      {args: []string{"--api-key=s3cret"}, refused: []string{"set spec.security.apiKeySecretRef instead"}},
+		"several tokenizers":     {args: []string{"--tokenizer-worker-num", "4"}, refused: []string{"enforces neither --api-key nor --admin-api-key"}},
+		"an unguarded gRPC port": {args: []string{"--grpc-port", "30001"}, refused: []string{"gRPC listener that no API key guards"}},
+		"a bad choice":           {args: []string{"--dtype", "fp6"}, refused: []string{`flag --dtype does not accept "fp6"`}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -263,7 +263,7 @@ func RefusedObjects() []RefusedObject {
 		hcd("too many extra args", `template: {extraArgs: [`+strings.Repeat(`"--x",`, 70)+`"--y"]}`, "spec.template.extraArgs: Too many: 71: must have at most 64 items"),
 		hcd("a refused flag in extra args", `template: {extraArgs: ["--log-level", "debug", "--kv-cache-dtype", "fp8_e4m3"]}`,
 			"spec.template.extraArgs sets --kv-cache-dtype: set spec.hicache.kvCacheDType instead"),
-		hcd("a refused flag=value in extra args", `template: {extraArgs: ["--tp-size=8"]}`, "spec.template.extraArgs sets --tp-size=8: set spec.topology.tensorParallel instead"),
+		hcd("a refused flag=value in extra args", `template: {extraArgs: ["--tp-size=8"]}`, "spec.template.extraArgs sets --tp-size: set spec.topology.tensorParallel instead"),
 		hcd("a config file in extra args", `template: {extraArgs: ["--config", "/etc/sglang.yaml"]}`, "spec.template.extraArgs sets --config: the operator sets it or the L3 cache cannot stay correct with it; remove it"),
 		hcd("a volume with the operator's name", `template: {volumes: [{name: dshm, emptyDir: {}}]}`,
 			"spec.template.volumes: dshm, hicache, model and infiniband are the operator's volumes"),

@@ -1,0 +1,123 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/resolve"
+)
+
+func withKeys(h *hicachev1alpha1.HiCacheDeployment, admin, api *hicachev1alpha1.SecretKeyReference) *hicachev1alpha1.HiCacheDeployment {
+	h.Spec.Security = &hicachev1alpha1.ServingSecurity{AdminAPIKeySecretRef: admin, APIKeySecretRef: api}
+	return h
+}
+
+// The keys reach the ranks as secretKeyRef variables that the rendered flags reference; the
+// pod template holds no value of them.
+func TestRankPodsTakeKeysFromSecrets(t *testing.T) {
+	cases := map[string]struct {
+		hcd      *hicachev1alpha1.HiCacheDeployment
+		wantRefs map[string]string // variable → secret/key
+		wantArgs []string
+	}{
+		"generated admin key only": {
+			hcd:      makeHCD("q").TP(4).Obj(),
+			wantRefs: map[string]string{resolve.AdminAPIKeyEnv: "q-sglang-admin/admin-api-key"},
+			wantArgs: []string{"--admin-api-key", "$(HICACHE_ADMIN_API_KEY)"},
+		},
+		"both keys named": {
+			hcd: withKeys(makeHCD("q").TP(4).Obj(), &hicachev1alpha1.SecretKeyReference{Name: "ops", Key: "admin"},
+				&hicachev1alpha1.SecretKeyReference{Name: "clients", Key: "token"}),
+			wantRefs: map[string]string{resolve.AdminAPIKeyEnv: "ops/admin", resolve.APIKeyEnv: "clients/token"},
+			wantArgs: []string{"--admin-api-key", "$(HICACHE_ADMIN_API_KEY)", "--api-key", "$(HICACHE_API_KEY)"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := mustBuildGroup(t, tc.hcd, 0).Spec.Template.Spec.Containers[0]
+			refs := map[string]string{}
+			for _, e := range c.Env {
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					refs[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+				}
+				if strings.Contains(e.Name, "API_KEY") && e.Value != "" {
+					t.Errorf("variable %s has a literal value", e.Name)
+				}
+			}
+			if diff := cmp.Diff(tc.wantRefs, refs); diff != "" {
+				t.Errorf("secretKeyRef variables (-want +got):\n%s", diff)
+			}
+			joined := " " + strings.Join(c.Args, " ") + " "
+			for i := 0; i < len(tc.wantArgs); i += 2 {
+				if !strings.Contains(joined, " "+tc.wantArgs[i]+" "+tc.wantArgs[i+1]+" ") {
+					t.Errorf("args lack %s %s: %s", tc.wantArgs[i], tc.wantArgs[i+1], joined)
+				}
+			}
+		})
+	}
+}
+
+// The variables of the keys are the operator's: spec.template.env may not set them.
+func TestTemplateEnvMayNotSetTheKeys(t *testing.T) {
+	for _, name := range []string{resolve.AdminAPIKeyEnv, resolve.APIKeyEnv} {
+		_, err := resolve.Resolve(makeHCD("q").TP(4).Env(name, "literal").Obj())
+		if err == nil || !strings.Contains(err.Error(), "spec.template.env[0]") || !strings.Contains(err.Error(), name+" is set by the operator") {
+			t.Errorf("%s in spec.template.env: %v, want a refusal naming the field", name, err)
+		}
+	}
+}
+
+func TestKeySecretProblem(t *testing.T) {
+	h := makeHCD("q").Obj()
+	ref := hicachev1alpha1.SecretKeyReference{Name: "s", Key: "k"}
+	secret := func(data map[string][]byte, owned bool) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "default"}, Data: data}
+		if owned {
+			s.OwnerReferences = []metav1.OwnerReference{ownerRef(h)}
+		}
+		return s
+	}
+	cases := map[string]struct {
+		s         *corev1.Secret
+		generated bool
+		want      string // a fragment of the problem; "" for none
+	}{
+		"missing":                      {s: nil, want: `Secret "s", named by spec.security.adminAPIKeySecretRef, does not exist in namespace default`},
+		"no key":                       {s: secret(map[string][]byte{"other": []byte("x")}, false), want: `has no key "k"`},
+		"empty key":                    {s: secret(map[string][]byte{"k": {}}, false), want: "or it is empty"},
+		"a user's Secret":              {s: secret(map[string][]byte{"k": []byte("canary")}, false)},
+		"generated, ours":              {s: secret(map[string][]byte{"k": []byte("canary")}, true), generated: true},
+		"generated name, someone else": {s: secret(map[string][]byte{"k": []byte("canary")}, false), generated: true, want: "is not this deployment's"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := keySecretProblem(h, "spec.security.adminAPIKeySecretRef", ref, tc.s, tc.generated)
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("problem %q, want %q", got, tc.want)
+			}
+			if strings.Contains(got, "canary") {
+				t.Errorf("the problem quotes the Secret's data: %q", got)
+			}
+		})
+	}
+}
+
+func TestGeneratedAdminKey(t *testing.T) {
+	a, err := newAdminKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := newAdminKey()
+	if len(a) != 43 || string(a) == string(b) {
+		t.Errorf("keys %q and %q: want 43 random base64url characters each", a, b)
+	}
+	s := buildAdminKeySecret(makeHCD("q").Obj(), a)
+	if s.Name != "q-sglang-admin" || string(s.Data[resolve.GeneratedAdminKeyField]) != string(a) || !metav1.IsControlledBy(s, makeHCD("q").Obj()) {
+		t.Errorf("secret %s %v: want q-sglang-admin holding the key, controlled by the deployment", s.Name, s.OwnerReferences)
+	}
+}
