@@ -36,9 +36,9 @@ type HiCacheDeploymentReconciler struct {
 	client.Client
 	// APIReader reads what the operator does not cache: the Secrets of SGLang's keys.
 	APIReader client.Reader
-	Recorder events.EventRecorder
-	Options  Options
-	Clock    clock.PassiveClock
+	Recorder  events.EventRecorder
+	Options   Options
+	Clock     clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups=hicache.io,resources=hicachedeployments,verbs=get;list;watch;update;patch

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	uberzap "go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,7 +87,12 @@ func run(m *testing.M) int {
 			panic(err)
 		}
 	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapLevel())))
+	// The operator's log, at every level, also passes through operatorLog, where tests look for
+	// the secrets they plant.
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapLevel()),
+		zap.RawZapOpts(uberzap.WrapCore(func(c zapcore.Core) zapcore.Core {
+			return zapcore.NewTee(c, zapcore.NewCore(zapcore.NewJSONEncoder(uberzap.NewDevelopmentEncoderConfig()), zapcore.AddSync(operatorLog), zapcore.Level(-127)))
+		}))))
 	ctx := context.Background()
 	var err error
 	cluster, err = localcluster.Start(ctx, localcluster.Options{
@@ -167,6 +173,8 @@ func newManager(identity string) (context.CancelFunc, <-chan error, error) {
 		FlushAttemptTimeout: flushAttemptTimeout,
 		FlushBackoff:        time.Second,
 		FlushBackoffMax:     8 * time.Second,
+		// As the chart's pod would be told: the policies admit the operator from there.
+		OperatorNamespace: operatorNamespace,
 	}); err != nil {
 		return nil, nil, err
 	}
