@@ -104,9 +104,12 @@ func buildConfigMap(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved,
 	}, nil
 }
 
-// buildClientService fronts the leaders of every group.
+// buildClientService fronts the leaders of every group, or the router when spec.router is set.
 func buildClientService(hcd *hicachev1alpha1.HiCacheDeployment) *corev1.Service {
 	sel := map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name, appsv1.PodIndexLabel: "0"}
+	if hcd.Spec.Router != nil {
+		sel = routerSelector(hcd)
+	}
 	return &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{

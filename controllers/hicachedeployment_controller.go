@@ -303,6 +303,9 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 	if _, err := a.apply(ctx, buildClientService(hcd), &corev1.Service{}); err != nil {
 		return err
 	}
+	if err := r.reconcileRouter(ctx, hcd); err != nil {
+		return err
+	}
 	if _, err := a.apply(ctx, buildDeploymentNetworkPolicy(hcd, res), &networkingv1.NetworkPolicy{}); err != nil {
 		return err
 	}
@@ -588,6 +591,7 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&hicachev1alpha1.HiCacheDeployment{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&appsv1.StatefulSet{}).
+		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&networkingv1.NetworkPolicy{}).

@@ -136,6 +136,10 @@ func buildDeploymentNetworkPolicy(hcd *hicachev1alpha1.HiCacheDeployment, r *res
 	clients := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}
 	if s := hcd.Spec.Security; s != nil && len(s.Clients) > 0 {
 		clients = s.Clients
+		if hcd.Spec.Router != nil {
+			// The router is the leaders' client.
+			clients = append(slices.Clone(clients), networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: routerSelector(hcd)}})
+		}
 	}
 	rules := []networkingv1.NetworkPolicyIngressRule{{
 		From:  clients,

@@ -25,6 +25,9 @@ const (
 	// at the release the admin client is tested against: the image `make images` builds
 	// (images/mooncake/Dockerfile builds the same with Docker).
 	DefaultMooncakeImage = images.Mooncake
+	// DefaultRouterImage is the router (smg) release the rendered router command lines are
+	// checked against: the image `make images` builds.
+	DefaultRouterImage = images.Router
 )
 
 // Defaults of the CacheBackend probes.
@@ -53,6 +56,8 @@ type Options struct {
 	DefaultSGLangImage string
 	// DefaultMooncakeImage is used when a managed CacheBackend names no image.
 	DefaultMooncakeImage string
+	// DefaultRouterImage is used when a HiCacheDeployment's router names no image.
+	DefaultRouterImage string
 	// HTTPClient talks to Mooncake masters' admin APIs; nil means newAdminHTTPClient().
 	HTTPClient *http.Client
 	// Admin talks to stores' admin APIs; nil means the Mooncake admin client over HTTPClient.
@@ -121,6 +126,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DefaultMooncakeImage == "" {
 		o.DefaultMooncakeImage = DefaultMooncakeImage
+	}
+	if o.DefaultRouterImage == "" {
+		o.DefaultRouterImage = DefaultRouterImage
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = newAdminHTTPClient()

@@ -122,6 +122,11 @@ type HiCacheDeploymentSpec struct {
 	// it every serving group does both.
 	// +optional
 	Roles *RolesSpec `json:"roles,omitempty"`
+
+	// router runs SGLang's router in front of the serving groups; the client Service then points
+	// at the router. Without it the client Service balances over the groups' leaders.
+	// +optional
+	Router *RouterSpec `json:"router,omitempty"`
 }
 
 // ModelSpec names the model a deployment serves and where its weights come from.

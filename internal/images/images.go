@@ -84,6 +84,7 @@ func LocalChartValues() map[string]any {
 		},
 		"defaults": map[string]any{
 			"mooncakeImage": Mooncake,
+			"routerImage":   Router,
 		},
 	}
 }

@@ -67,8 +67,10 @@ func TestEveryNamedImageHasABuild(t *testing.T) {
 			name(controllers.DefaultSGLangImage, "--"+flag+" (controllers.DefaultSGLangImage)")
 		case "controllers.DefaultMooncakeImage":
 			name(controllers.DefaultMooncakeImage, "--"+flag+" (controllers.DefaultMooncakeImage)")
+		case "controllers.DefaultRouterImage":
+			name(controllers.DefaultRouterImage, "--"+flag+" (controllers.DefaultRouterImage)")
 		default:
-			t.Errorf("cmd/manager's --%s defaults to %s; this test knows controllers.DefaultSGLangImage and controllers.DefaultMooncakeImage", flag, def)
+			t.Errorf("cmd/manager's --%s defaults to %s; this test knows controllers.DefaultSGLangImage, controllers.DefaultMooncakeImage and controllers.DefaultRouterImage", flag, def)
 		}
 	}
 	if len(managerImageFlagDefaults(t)) < 2 {

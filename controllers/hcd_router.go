@@ -1,0 +1,105 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/router"
+)
+
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
+
+// routerName names every object of a deployment's router.
+func routerName(hcd string) string { return hcd + "-router" }
+
+// routerSelector selects a deployment's router pods. They carry no hicache.io/deployment label:
+// they are not serving pods, and the deployment's NetworkPolicy does not cover them.
+func routerSelector(hcd *hicachev1alpha1.HiCacheDeployment) map[string]string {
+	return map[string]string{hicachev1alpha1.LabelRouter: hcd.Name}
+}
+
+func routerLabels(hcd *hicachev1alpha1.HiCacheDeployment) map[string]string {
+	l := routerSelector(hcd)
+	l["app.kubernetes.io/name"] = "sglang-router"
+	l["app.kubernetes.io/instance"] = hcd.Name
+	l["app.kubernetes.io/managed-by"] = FieldOwner
+	return l
+}
+
+// buildRouter renders the router of a deployment without roles: it discovers the leaders of the
+// serving groups (pod 0 of each group) in the deployment's namespace and routes by spec.router's
+// policy. The deployment's client Service fronts it (buildClientService), so its own Service is
+// not used.
+func buildRouter(hcd *hicachev1alpha1.HiCacheDeployment, image string) (*router.Objects, error) {
+	spec := hcd.Spec.Router
+	if spec.Image != "" {
+		image = spec.Image
+	}
+	cfg := router.Config{
+		Namespace:  hcd.Namespace,
+		WorkerPort: SGLangPort,
+		Selector:   map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name, appsv1.PodIndexLabel: "0"},
+		Policy:     string(spec.Policy),
+	}
+	labels := routerLabels(hcd)
+	objs, err := router.Build(router.Deployment{
+		Name: routerName(hcd.Name), Namespace: hcd.Namespace, Image: image,
+		Replicas: max(spec.Replicas, 1), Labels: labels, Selector: routerSelector(hcd),
+		Resources: spec.Resources, Owner: ptr.To(ownerRef(hcd)),
+	}, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("spec.router: %w", err)
+	}
+	return objs, nil
+}
+
+// reconcileRouter applies the router's objects while spec.router is set, and removes them once it
+// is not.
+func (r *HiCacheDeploymentReconciler) reconcileRouter(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment) error {
+	name := routerName(hcd.Name)
+	if hcd.Spec.Router == nil {
+		for _, obj := range []client.Object{&appsv1.Deployment{}, &rbacv1.RoleBinding{}, &rbacv1.Role{}, &corev1.ServiceAccount{}} {
+			if err := r.Get(ctx, client.ObjectKey{Namespace: hcd.Namespace, Name: name}, obj); err != nil {
+				if client.IgnoreNotFound(err) != nil {
+					return fmt.Errorf("reading the router's %T: %w", obj, err)
+				}
+				continue
+			}
+			if !metav1.IsControlledBy(obj, hcd) {
+				continue
+			}
+			if err := r.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("removing the router's %T: %w", obj, err)
+			}
+		}
+		return nil
+	}
+	objs, err := buildRouter(hcd, r.Options.DefaultRouterImage)
+	if err != nil {
+		return err
+	}
+	a := applier{r.Client}
+	for _, o := range []struct {
+		obj, existing client.Object
+	}{
+		{objs.ServiceAccount, &corev1.ServiceAccount{}},
+		{objs.Role, &rbacv1.Role{}},
+		{objs.RoleBinding, &rbacv1.RoleBinding{}},
+		{objs.Deployment, &appsv1.Deployment{}},
+	} {
+		if _, err := a.apply(ctx, o.obj, o.existing); err != nil {
+			return fmt.Errorf("applying the router: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/router"
+)
+
+// A deployment with spec.router gets a router that discovers its leaders, with the right to watch
+// the namespace's pods and nothing more; the client Service fronts the router. Removing
+// spec.router removes the router and points the Service back at the leaders.
+func TestRouterInFrontOfTheGroups(t *testing.T) {
+	ns, _ := namespaceWithBackend(t)
+	h := hcd(t, ns, qwen3)
+	h.Spec.Router = &hicachev1alpha1.RouterSpec{Replicas: 1, Policy: "cache_aware"}
+	create(t, h)
+	waitCondition(t, &hicachev1alpha1.HiCacheDeployment{}, ns, "qwen3", hicachev1alpha1.ConditionReady, metav1.ConditionTrue, 60*time.Second)
+
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: ns, Name: "qwen3-router"}
+	var dep appsv1.Deployment
+	eventually(t, 30*time.Second, "the router Deployment", func() (bool, string) {
+		err := k8s.Get(ctx, key, &dep)
+		return err == nil, fmt.Sprint(err)
+	})
+	c := dep.Spec.Template.Spec.Containers[0]
+	if c.Image != controllers.DefaultRouterImage || dep.Spec.Template.Spec.ServiceAccountName != "qwen3-router" {
+		t.Errorf("router runs %s as %s", c.Image, dep.Spec.Template.Spec.ServiceAccountName)
+	}
+	spec, err := router.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spec.Validate(c.Args); err != nil {
+		t.Errorf("the pinned router refuses the applied command line: %v", err)
+	}
+	for _, want := range []string{"--service-discovery", hicachev1alpha1.LabelDeployment + "=qwen3", "apps.kubernetes.io/pod-index=0"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("router args %q lack %s", c.Args, want)
+		}
+	}
+	var role rbacv1.Role
+	if err := k8s.Get(ctx, key, &role); err != nil {
+		t.Fatal(err)
+	}
+	if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].Resources, []string{"pods"}) || slices.ContainsFunc(role.Rules[0].Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" }) {
+		t.Errorf("router role %+v grants more than reading pods", role.Rules)
+	}
+	var rb rbacv1.RoleBinding
+	var sa corev1.ServiceAccount
+	if err := k8s.Get(ctx, key, &rb); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, key, &sa); err != nil {
+		t.Fatal(err)
+	}
+	var svc corev1.Service
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "qwen3"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.Selector[hicachev1alpha1.LabelRouter] != "qwen3" || len(svc.Spec.Selector) != 1 {
+		t.Errorf("the client Service selects %v, want the router pods", svc.Spec.Selector)
+	}
+
+	update(t, getHCD(t, ns, "qwen3"), func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Router = nil })
+	eventually(t, 30*time.Second, "the router removed, the Service on the leaders", func() (bool, string) {
+		for _, obj := range []client.Object{&appsv1.Deployment{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.ServiceAccount{}} {
+			if err := k8s.Get(ctx, key, obj); !apierrors.IsNotFound(err) {
+				return false, fmt.Sprintf("%T still there (%v)", obj, err)
+			}
+		}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "qwen3"}, &svc); err != nil {
+			return false, err.Error()
+		}
+		return svc.Spec.Selector["apps.kubernetes.io/pod-index"] == "0", fmt.Sprintf("Service selects %v", svc.Spec.Selector)
+	})
+}
