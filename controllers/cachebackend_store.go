@@ -302,20 +302,28 @@ func (r *CacheBackendReconciler) observeStores(ctx context.Context, cb *hicachev
 		return in, &sts, pods, nil
 	}
 	in.segmentsKnown = true
-	for _, sg := range segs {
-		host, _, err := net.SplitHostPort(sg.Name)
-		if p := byIP[host]; err == nil && p != nil {
-			p.segments = append(p.segments, storeSegment{name: sg.Name, status: sg.Status, used: sg.UsedBytes})
-		} else if sg.Status == mooncake.SegmentOK {
-			in.otherSegments++
-		}
-	}
+	in.otherSegments = assignSegments(byIP, segs)
 	if rec := st.StoreRollout; rec != nil && rec.JobID != "" {
 		if job, err := c.QueryDrainJob(ctx, rec.JobID); err == nil {
 			in.job = &job
 		}
 	}
 	return in, &sts, pods, nil
+}
+
+// assignSegments gives each store pod the segments named after its IP (a store pod's
+// MOONCAKE_LOCAL_HOSTNAME is its pod IP, and a segment is named HOST:PORT), and counts the
+// segments in service that belong to no store pod: serving ranks that lend memory.
+func assignSegments(byIP map[string]*storePod, segs []mooncake.Segment) (other int) {
+	for _, sg := range segs {
+		host, _, err := net.SplitHostPort(sg.Name)
+		if p := byIP[host]; err == nil && p != nil {
+			p.segments = append(p.segments, storeSegment{name: sg.Name, status: sg.Status, used: sg.UsedBytes})
+		} else if sg.Status == mooncake.SegmentOK {
+			other++
+		}
+	}
+	return other
 }
 
 // storeOrdinal is the ordinal of a StatefulSet's pod, from its name.

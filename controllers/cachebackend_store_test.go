@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
+
+	"github.com/hicache-io/hicache-operator/internal/mooncake"
 )
 
 func TestBuildStoreStatefulSet(t *testing.T) {
@@ -125,6 +127,25 @@ func TestStorePodMemory(t *testing.T) {
 				t.Error("the spec's resources were changed")
 			}
 		})
+	}
+}
+
+func TestAssignSegments(t *testing.T) {
+	p0, p1 := &storePod{name: "mc-store-0"}, &storePod{name: "mc-store-1"}
+	byIP := map[string]*storePod{"10.0.0.5": p0, "fd00::7": p1}
+	other := assignSegments(byIP, []mooncake.Segment{
+		{Name: "10.0.0.5:13001", Status: mooncake.SegmentOK, UsedBytes: 5},
+		{Name: "10.0.0.5:13999", Status: mooncake.SegmentDrained}, // an earlier client at the same IP
+		{Name: "[fd00::7]:12000", Status: mooncake.SegmentDraining},
+		{Name: "10.0.0.50:13001", Status: mooncake.SegmentOK},       // a serving rank: not 10.0.0.5
+		{Name: "10.0.0.51:13001", Status: mooncake.SegmentDraining}, // a rank's, not in service
+		{Name: "no-port", Status: mooncake.SegmentOK},
+	})
+	if len(p0.segments) != 2 || p0.segments[0].used != 5 || len(p1.segments) != 1 || p1.segments[0].status != mooncake.SegmentDraining {
+		t.Errorf("segments %+v and %+v", p0.segments, p1.segments)
+	}
+	if other != 2 {
+		t.Errorf("%d other segments in service, want the rank's and the unnamed one", other)
 	}
 }
 

@@ -155,7 +155,7 @@ func planStores(in storeObserved) storePlan {
 	}
 
 	if !in.segmentsKnown {
-		plan.requeue = true
+		// The backend's own poll looks again; the master's segments are asked once it answers.
 		return plan.notCurrent(hicachev1alpha1.ReasonStoreWaiting, "The Mooncake master does not list its segments: no store pod is drained or replaced until it does")
 	}
 

@@ -563,6 +563,8 @@ type NamespaceUsage struct {
 // +kubebuilder:printcolumn:name="Master",type=string,JSONPath=`.status.endpoints.rpcAddress`,priority=1
 // +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`,priority=1
 // +kubebuilder:printcolumn:name="Store",type=string,JSONPath=`.status.storeID`,priority=1
+// +kubebuilder:printcolumn:name="Store-Pods",type=integer,JSONPath=`.status.storePods.ready`,priority=1
+// +kubebuilder:printcolumn:name="Stores-Current",type=string,JSONPath=`.status.conditions[?(@.type=="StoresCurrent")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type CacheBackend struct {
 	metav1.TypeMeta   `json:",inline"`
