@@ -25,12 +25,8 @@ import (
 // Masters with HA: mooncake_master --enable_ha elects one serving master through etcd; the
 // others are standbys. Clients reach the leader through an etcd:// address. This file holds the
 // pure parts (flags, addresses, the members' roles, the StandbyAvailable condition) and the
-// executor that asks each master pod its role and labels the leader, so that the master Service
-// (whose selector requires the label) reaches the leader only.
-
-// LabelMasterRole marks the managed master pod that is the HA leader (value "leader"). The
-// operator sets it from what the masters answer; the master Service selects it.
-const LabelMasterRole = "hicache.io/master-role"
+// executor that asks each master pod its role and labels the leader (LabelMasterRole), so that
+// the master Service, whose selector requires the label, reaches the leader only.
 
 const masterRoleLeader = "leader"
 
@@ -315,12 +311,12 @@ func (r *CacheBackendReconciler) askMasters(ctx context.Context, pods []corev1.P
 	return out
 }
 
-// labelLeader puts LabelMasterRole on the leader pod and takes it off every other, so that the
+// labelLeader puts hicachev1alpha1.LabelMasterRole on the leader pod and takes it off every other, so that the
 // master Service reaches the leader alone.
 func (r *CacheBackendReconciler) labelLeader(ctx context.Context, pods []corev1.Pod, leader string) error {
 	for i := range pods {
 		p := &pods[i]
-		has := p.Labels[LabelMasterRole] == masterRoleLeader
+		has := p.Labels[hicachev1alpha1.LabelMasterRole] == masterRoleLeader
 		want := p.Name == leader
 		if has == want {
 			continue
@@ -330,9 +326,9 @@ func (r *CacheBackendReconciler) labelLeader(ctx context.Context, pods []corev1.
 			if p.Labels == nil {
 				p.Labels = map[string]string{}
 			}
-			p.Labels[LabelMasterRole] = masterRoleLeader
+			p.Labels[hicachev1alpha1.LabelMasterRole] = masterRoleLeader
 		} else {
-			delete(p.Labels, LabelMasterRole)
+			delete(p.Labels, hicachev1alpha1.LabelMasterRole)
 		}
 		if err := r.Patch(ctx, p, patch); client.IgnoreNotFound(err) != nil {
 			return err
@@ -459,7 +455,7 @@ func masterAffinity(cb *hicachev1alpha1.CacheBackend) *corev1.Affinity {
 func masterServiceSelector(cb *hicachev1alpha1.CacheBackend) map[string]string {
 	sel := backendLabels(cb, "master")
 	if managedHA(cb) != nil {
-		sel[LabelMasterRole] = masterRoleLeader
+		sel[hicachev1alpha1.LabelMasterRole] = masterRoleLeader
 	}
 	return sel
 }

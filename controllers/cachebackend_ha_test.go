@@ -61,10 +61,10 @@ func TestHAMasterDeployment(t *testing.T) {
 			t.Errorf("a master without HA got %s", a)
 		}
 	}
-	if _, ok := buildMasterService(managedBackend("mc")).Spec.Selector[LabelMasterRole]; ok {
+	if _, ok := buildMasterService(managedBackend("mc")).Spec.Selector[hicachev1alpha1.LabelMasterRole]; ok {
 		t.Error("the Service of a master without HA must not wait for a leader label")
 	}
-	if got := buildMasterService(cb).Spec.Selector[LabelMasterRole]; got != "leader" {
+	if got := buildMasterService(cb).Spec.Selector[hicachev1alpha1.LabelMasterRole]; got != "leader" {
 		t.Errorf("the HA master Service selects role %q, want the leader alone", got)
 	}
 }

@@ -21,6 +21,9 @@ const (
 	LabelLayout = LabelPrefix + "layout"
 	// LabelFlush is the CacheFlush a flush Job and its pod run.
 	LabelFlush = LabelPrefix + "flush"
+	// LabelMasterRole marks the managed master pod that is the HA leader (value "leader"): the
+	// operator sets it from what the masters answer, and the master Service selects it.
+	LabelMasterRole = LabelPrefix + "master-role"
 )
 
 // Annotations the operator keeps on what it creates: its own records, not for selection.
