@@ -146,8 +146,10 @@ type MasterHA struct {
 	Etcd EtcdEndpoints `json:"etcd"`
 
 	// replicateMetadata replicates the objects' metadata to the standbys (--enable_oplog), so
-	// that a failover keeps the cache. Without it a new leader starts empty: every object is lost
-	// (never read stale). It costs one etcd write per batch of puts and removals.
+	// that a new leader restores it. With the pinned Mooncake release, objects held by store pods
+	// were still unreadable after a failover (a cold cache; docs/compatibility.md says what was
+	// seen). Without it a new leader starts empty. Either way nothing stale is read. It costs
+	// etcd writes for every batch of puts and removals.
 	// +kubebuilder:default=true
 	// +optional
 	ReplicateMetadata *bool `json:"replicateMetadata,omitempty"`

@@ -152,6 +152,13 @@ func putKeys(t *testing.T, ns, name string, keys []string, size int) {
 // given as --keys-file) in a Job on the real node, waits for it to succeed and returns its log.
 func storeJob(t *testing.T, ns, name string, keys []string, command ...string) string {
 	t.Helper()
+	return storeJobVia(t, ns, name, fmt.Sprintf("%s-master.%s.svc:%d", backendName, ns, 50051), nil, keys, command...)
+}
+
+// storeJobVia is storeJob through another master address (etcd://... for HA masters) and with
+// env added to the client's environment.
+func storeJobVia(t *testing.T, ns, name, master string, env []corev1.EnvVar, keys []string, command ...string) string {
+	t.Helper()
 	ctx := context.Background()
 	script, err := os.ReadFile(filepath.Join(repoRoot(), "hack", "mooncake", "store.py"))
 	if err != nil {
@@ -162,7 +169,6 @@ func storeJob(t *testing.T, ns, name string, keys []string, command ...string) s
 	if err := k8s.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	master := fmt.Sprintf("%s-master.%s.svc:%d", backendName, ns, 50051)
 	args := append(append([]string{"python3", "/scripts/store.py", "--master", master}, command...), "--keys-file", "/scripts/keys.txt")
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -179,6 +185,7 @@ func storeJob(t *testing.T, ns, name string, keys []string, command ...string) s
 				Containers: []corev1.Container{{
 					Name: command[0], Image: images.Mooncake, ImagePullPolicy: corev1.PullNever,
 					Command:      args,
+					Env:          env,
 					VolumeMounts: []corev1.VolumeMount{{Name: "scripts", MountPath: "/scripts"}},
 					SecurityContext: &corev1.SecurityContext{
 						AllowPrivilegeEscalation: ptr.To(false),
