@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
 )
 
 func TestNodeSpecNode(t *testing.T) {
@@ -320,4 +321,43 @@ func parentPid(pid int) int {
 		return -1
 	}
 	return ppid
+}
+
+// The scheduler's configuration serves default-scheduler and every extra name, and carries the
+// connection and leader election that its flags would (kube-scheduler reads them from the file
+// once it has one).
+func TestSchedulerConfig(t *testing.T) {
+	c := &Cluster{dir: t.TempDir()}
+	path, err := c.writeSchedulerConfig("/k/kube-scheduler.kubeconfig", []string{"gang", "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		APIVersion       string `json:"apiVersion"`
+		Kind             string `json:"kind"`
+		ClientConnection struct {
+			Kubeconfig string `json:"kubeconfig"`
+		} `json:"clientConnection"`
+		LeaderElection struct {
+			LeaderElect *bool `json:"leaderElect"`
+		} `json:"leaderElection"`
+		Profiles []struct {
+			SchedulerName string `json:"schedulerName"`
+		} `json:"profiles"`
+	}
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	var names []string
+	for _, p := range cfg.Profiles {
+		names = append(names, p.SchedulerName)
+	}
+	if cfg.APIVersion != "kubescheduler.config.k8s.io/v1" || cfg.Kind != "KubeSchedulerConfiguration" || cfg.ClientConnection.Kubeconfig != "/k/kube-scheduler.kubeconfig" ||
+		cfg.LeaderElection.LeaderElect == nil || *cfg.LeaderElection.LeaderElect || strings.Join(names, ",") != "default-scheduler,gang,other" {
+		t.Errorf("configuration:\n%s", b)
+	}
 }

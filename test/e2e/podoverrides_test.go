@@ -42,6 +42,7 @@ spec:
       labels: {hicache-role: leader}
       annotations: {prometheus.io/scrape: "true", prometheus.io/port: "30000"}
     follower:
+      labels: {team: search-followers}
       annotations: {prometheus.io/scrape: "false"}
     volumes:
     - {name: weights, persistentVolumeClaim: {claimName: dsv4-weights, readOnly: true}}
@@ -162,7 +163,7 @@ func TestProductionPodOverridesReachEveryRank(t *testing.T) {
 			len(s.InitContainers) != 1 || s.InitContainers[0].Name != "check-weights" {
 			t.Errorf("pod %s containers %d (%s…), init containers %d", p.Name, len(s.Containers), s.Containers[0].Name, len(s.InitContainers))
 		}
-		if p.Labels["team"] != "search" || p.Annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] != "false" {
+		if p.Labels["team"] == "" || p.Annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] != "false" {
 			t.Errorf("pod %s lacks the template's label or annotation: %v %v", p.Name, p.Labels, p.Annotations)
 		}
 		// The second profile, not default-scheduler, placed it.
@@ -175,9 +176,22 @@ func TestProductionPodOverridesReachEveryRank(t *testing.T) {
 		t.Errorf("the two ranks landed on %d nodes", len(nodes))
 	}
 
-	// Roles: the leader and the follower each carry their own, once they exist.
+	// Roles: the leader and the follower each carry their own, once they exist; a role's label
+	// wins over the template's of the same key.
 	uids := map[string]string{}
 	waitRoles(t, ns, "dsv4", map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "30000"}, map[string]string{"prometheus.io/scrape": "false"}, "leader")
+	eventually(t, 30*time.Second, "the follower's team label", func() (bool, string) {
+		for _, p := range rankPods(t, ns, "dsv4") {
+			want := "search"
+			if p.Labels[podIndexLabel] != "0" {
+				want = "search-followers"
+			}
+			if p.Labels["team"] != want {
+				return false, fmt.Sprintf("pod %s team=%q, want %q", p.Name, p.Labels["team"], want)
+			}
+		}
+		return true, ""
+	})
 	for _, p := range rankPods(t, ns, "dsv4") {
 		uids[p.Name] = string(p.UID)
 	}
