@@ -304,7 +304,36 @@ func (m *Master) start() error {
 	if err := waitHealthy(m.AdminURL, p, healthTimeout, want); err != nil {
 		return fmt.Errorf("%w; master log:\n%s", err, m.Log())
 	}
+	if m.standby {
+		return nil // a standby opens its RPC port only once it leads
+	}
+	// /health may say service_ready before the RPC port listens: a test that freezes the master
+	// right away would leave clients refused instead of hanging.
+	if err := waitListening(m.RPCAddr, p, healthTimeout); err != nil {
+		return fmt.Errorf("%w; master log:\n%s", err, m.Log())
+	}
 	return nil
+}
+
+// waitListening waits until addr accepts TCP connections.
+func waitListening(addr string, p *process, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case <-p.done:
+			return fmt.Errorf("mooncake_master exited before listening on %s (%v)", addr, p.waitErr)
+		default:
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("mooncake_master did not listen on %s within %v: %w", addr, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // PutKeys stores the keys, size bytes each, in a segment of a store.py serve process that stays

@@ -3,10 +3,12 @@ package mooncaketest
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func get(t *testing.T, url string) (int, string, error) {
@@ -92,5 +94,23 @@ func TestMasterVersion(t *testing.T) {
 	v, commit := MasterVersion(t)
 	if v == "" || len(commit) < 7 {
 		t.Fatalf("MasterVersion() = %q, %q", v, commit)
+	}
+}
+
+// A master that Start returns accepts RPC connections at once, so a test may freeze it right
+// away and see clients hang rather than be refused. /health reports service_ready a moment
+// before the RPC port listens (seen about once in 20 starts on a loaded machine).
+func TestStartReturnsAListeningMaster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real mooncake_master processes")
+	}
+	for i := 0; i < 8; i++ {
+		m := Start(t)
+		c, err := net.DialTimeout("tcp", m.RPCAddr, time.Second)
+		if err != nil {
+			t.Fatalf("start %d: the RPC port %s refused a connection right after Start: %v", i, m.RPCAddr, err)
+		}
+		_ = c.Close()
+		m.Stop()
 	}
 }
