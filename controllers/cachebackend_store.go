@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/mooncake"
 )
 
@@ -281,7 +282,7 @@ func (r *CacheBackendReconciler) observeStores(ctx context.Context, cb *hicachev
 			continue
 		}
 		pods[p.Name] = p
-		in.pods = append(in.pods, storePod{name: p.Name, ordinal: ord, ready: podReady(p), deleting: p.DeletionTimestamp != nil,
+		in.pods = append(in.pods, storePod{name: p.Name, ordinal: ord, ready: kubeutil.PodReady(p), deleting: p.DeletionTimestamp != nil,
 			updated: !revisionKnown || p.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision})
 	}
 	for i := range in.pods {
@@ -344,7 +345,7 @@ func storeCounts(sts *appsv1.StatefulSet, pods map[string]*corev1.Pod) *hicachev
 			continue
 		}
 		c.Replicas++
-		if podReady(p) {
+		if kubeutil.PodReady(p) {
 			c.Ready++
 		}
 		if sts != nil && p.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision {

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 )
 
@@ -371,7 +372,7 @@ func groupReady(g *group, nodes int) bool {
 		return false
 	}
 	for i := range g.pods {
-		if !podReady(&g.pods[i]) {
+		if !kubeutil.PodReady(&g.pods[i]) {
 			return false
 		}
 	}
@@ -389,18 +390,6 @@ func groupCurrent(g *group, hash string) bool {
 		}
 	}
 	return true
-}
-
-func podReady(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // groupBroken tells whether a group lost a rank: a pod failed, a container restarted, or a

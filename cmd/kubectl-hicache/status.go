@@ -22,6 +22,7 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/cache"
+	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 )
 
@@ -324,7 +325,7 @@ func groups(obs *observation, desired int32, nodes int, plan *cache.RankPlan) []
 		if err != nil {
 			rank = -1
 		}
-		pr := podReport{Name: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase), Ready: podReady(p), NodeRank: rank,
+		pr := podReport{Name: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase), Ready: kubeutil.PodReady(p), NodeRank: rank,
 			FirstRank: -1, LastRank: -1}
 		if perPod > 0 && rank >= 0 {
 			pr.FirstRank, pr.LastRank = rank*perPod, (rank+1)*perPod-1
@@ -353,15 +354,6 @@ func groups(obs *observation, desired int32, nodes int, plan *cache.RankPlan) []
 		out = append(out, *grp)
 	}
 	return out
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func newBackendReport(name string, cb *hicachev1alpha1.CacheBackend) *backendReport {

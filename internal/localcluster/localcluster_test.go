@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
 )
 
@@ -193,7 +194,7 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if isPodReady(p) {
+		if kubeutil.PodReady(p) {
 			t.Errorf("failed pod is still Ready")
 		}
 		var got []string
@@ -225,7 +226,7 @@ func TestCluster(t *testing.T) {
 			if err != nil {
 				return false, "", err
 			}
-			return p.UID != first.UID && isPodReady(p), fmt.Sprintf("uid %s phase %s", p.UID, p.Status.Phase), nil
+			return p.UID != first.UID && kubeutil.PodReady(p), fmt.Sprintf("uid %s phase %s", p.UID, p.Status.Phase), nil
 		})
 	})
 
@@ -455,8 +456,8 @@ func waitReadyPods(ctx context.Context, t *testing.T, cs kubernetes.Interface, n
 		ready = ready[:0]
 		var states []string
 		for _, p := range pods.Items {
-			states = append(states, fmt.Sprintf("%s: node %q phase %s ready %v", p.Name, p.Spec.NodeName, p.Status.Phase, isPodReady(&p)))
-			if p.Status.Phase == corev1.PodRunning && isPodReady(&p) && p.DeletionTimestamp == nil {
+			states = append(states, fmt.Sprintf("%s: node %q phase %s ready %v", p.Name, p.Spec.NodeName, p.Status.Phase, kubeutil.PodReady(&p)))
+			if p.Status.Phase == corev1.PodRunning && kubeutil.PodReady(&p) && p.DeletionTimestamp == nil {
 				ready = append(ready, p)
 			}
 		}
@@ -492,15 +493,6 @@ func waitFor(ctx context.Context, t *testing.T, timeout time.Duration, what stri
 	if err != nil {
 		t.Fatalf("waiting for %s: %v; last state: %s", what, err, state)
 	}
-}
-
-func isPodReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func isNodeReady(n *corev1.Node) bool {

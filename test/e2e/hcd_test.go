@@ -15,6 +15,7 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
 	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
 )
@@ -189,7 +190,7 @@ func TestFailedRankRecreatesItsWholeGroup(t *testing.T) {
 			if after[i].UID == before[0].UID || after[i].UID == before[1].UID {
 				return false, "pod " + after[i].Name + " is still the old one"
 			}
-			if !podIsReady(&after[i]) {
+			if !kubeutil.PodReady(&after[i]) {
 				return false, "pod " + after[i].Name + " not ready"
 			}
 		}
@@ -216,15 +217,6 @@ func countEvents(t *testing.T, ns, name, reason string) int {
 		}
 	}
 	return n
-}
-
-func podIsReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func TestBreakingChangeRotatesNamespaceNeutralDoesNot(t *testing.T) {

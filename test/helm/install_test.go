@@ -32,6 +32,7 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
 	"github.com/hicache-io/hicache-operator/internal/mooncake/mooncaketest"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
@@ -182,7 +183,7 @@ func TestInstall(t *testing.T) {
 		t.Errorf("the Ready HiCacheDeployment has %d rank pods, want 1", len(pods.Items))
 	}
 	for _, p := range pods.Items {
-		if !podReady(p) || p.Spec.NodeName == "" {
+		if !kubeutil.PodReady(&p) || p.Spec.NodeName == "" {
 			t.Errorf("rank pod %s is not Ready on a node (node %q, phase %s)", p.Name, p.Spec.NodeName, p.Status.Phase)
 		}
 	}
@@ -234,15 +235,6 @@ func TestInstall(t *testing.T) {
 	})
 	t.Logf("the sample's children garbage-collected in %s", time.Since(step).Round(time.Millisecond))
 	t.Logf("install test done in %s", time.Since(start).Round(time.Millisecond))
-}
-
-func podReady(p corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // helm runs bin/helm and fails the test with its error output when it fails.

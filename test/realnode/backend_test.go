@@ -22,6 +22,7 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/images"
+	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
 	"github.com/hicache-io/hicache-operator/internal/mooncake"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
@@ -97,15 +98,6 @@ func backendPods(t *testing.T, ns, component string) []corev1.Pod {
 		}
 	}
 	return live
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // admin is the master's admin API, reached from the test through the master Service's ClusterIP
@@ -253,7 +245,7 @@ func TestManagedBackendRunsOnTheRealNode(t *testing.T) {
 			}
 		}
 		master := backendPods(t, ns, "master")[0]
-		if !podReady(&master) || master.Spec.Containers[0].ReadinessProbe == nil {
+		if !kubeutil.PodReady(&master) || master.Spec.Containers[0].ReadinessProbe == nil {
 			t.Errorf("the master pod is not Ready by a readiness probe: %+v", master.Status.Conditions)
 		}
 		// A store pod is Ready by its Mooncake client's /health: its segment is mounted and the
@@ -263,7 +255,7 @@ func TestManagedBackendRunsOnTheRealNode(t *testing.T) {
 				if p.Spec.Containers[0].ReadinessProbe == nil || p.Spec.Containers[0].ReadinessProbe.HTTPGet == nil {
 					t.Fatalf("store pod %s has no HTTP readiness probe", p.Name)
 				}
-				if !podReady(&p) {
+				if !kubeutil.PodReady(&p) {
 					return false, p.Name + " not Ready"
 				}
 			}

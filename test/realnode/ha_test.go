@@ -18,6 +18,7 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/images"
+	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
 	"github.com/hicache-io/hicache-operator/internal/mooncake"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
@@ -73,7 +74,7 @@ func testEtcd(t *testing.T, ns string) string {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), &p); err != nil {
 			return false, err.Error()
 		}
-		return podReady(&p), fmt.Sprintf("%s %+v", p.Status.Phase, p.Status.ContainerStatuses)
+		return kubeutil.PodReady(&p), fmt.Sprintf("%s %+v", p.Status.Phase, p.Status.ContainerStatuses)
 	})
 	return fmt.Sprintf("etcd.%s.svc:2379", ns)
 }

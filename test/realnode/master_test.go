@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
@@ -49,7 +50,7 @@ func TestKilledMasterPodIsReplacedAndServingStaysReady(t *testing.T) {
 			return false, "backend not ready"
 		}
 		pods := backendPods(t, ns, "master")
-		replaced := len(pods) == 1 && pods[0].UID != old.UID && podReady(&pods[0])
+		replaced := len(pods) == 1 && pods[0].UID != old.UID && kubeutil.PodReady(&pods[0])
 		back := sawBackendDown && replaced && conditionIs(cb.Status.Conditions, hicachev1alpha1.ConditionReady, metav1.ConditionTrue) &&
 			conditionIs(hcd.Status.Conditions, hicachev1alpha1.ConditionBackendReady, metav1.ConditionTrue)
 		return back, fmt.Sprintf("saw the backend down %v, master replaced %v, backend %+v", sawBackendDown, replaced, cb.Status.Conditions)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
@@ -36,12 +37,7 @@ func TestOperatorRunsInItsOwnPod(t *testing.T) {
 		if pod.Spec.NodeName != node.Name {
 			t.Errorf("the operator's pod runs on %q, want the real node %s", pod.Spec.NodeName, node.Name)
 		}
-		ready := false
-		for _, c := range pod.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				ready = true
-			}
-		}
+		ready := kubeutil.PodReady(pod)
 		if !ready || len(pod.Status.ContainerStatuses) != 1 || pod.Status.ContainerStatuses[0].RestartCount != 0 {
 			t.Errorf("operator pod Ready=%v, containers %+v; want Ready with no restart", ready, pod.Status.ContainerStatuses)
 		}

@@ -23,6 +23,7 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/images"
+	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
@@ -167,7 +168,7 @@ func watchStoreRoll(t *testing.T, ns string, obs *storeRollObservation, began ti
 			for _, p := range pods.Items {
 				now[string(p.UID)] = true
 				seen[string(p.UID)] = true
-				if p.DeletionTimestamp != nil || !podReady(&p) {
+				if p.DeletionTimestamp != nil || !kubeutil.PodReady(&p) {
 					down = append(down, p.Name)
 				}
 			}
@@ -209,8 +210,8 @@ func waitStoresCurrent(t *testing.T, ns string, want int, image string, timeout 
 			return false, fmt.Sprintf("%d store pods", len(pods))
 		}
 		for _, p := range pods {
-			if !podReady(&p) || p.Spec.Containers[0].Image != image {
-				return false, fmt.Sprintf("%s: ready %v image %s", p.Name, podReady(&p), p.Spec.Containers[0].Image)
+			if !kubeutil.PodReady(&p) || p.Spec.Containers[0].Image != image {
+				return false, fmt.Sprintf("%s: ready %v image %s", p.Name, kubeutil.PodReady(&p), p.Spec.Containers[0].Image)
 			}
 		}
 		return true, ""

@@ -27,6 +27,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hicache-io/hicache-operator/internal/images"
+	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
 	"github.com/hicache-io/hicache-operator/internal/router"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
@@ -253,12 +254,7 @@ func TestPrefillDecodeRouterDiscoversTheReadyLeaders(t *testing.T) {
 			return nil, false
 		}
 		p := &list.Items[0]
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady {
-				return p, c.Status == corev1.ConditionTrue
-			}
-		}
-		return p, false
+		return p, kubeutil.PodReady(p)
 	}
 	listed := func() (prefill, decode []string, err error) {
 		p, _ := routerPod()
