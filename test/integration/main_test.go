@@ -56,6 +56,8 @@ func TestMain(m *testing.M) {
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting kube-apiserver and etcd: %v\n", err)
+		// A CRD the server refuses fails Start after etcd and kube-apiserver run: stop them.
+		_ = env.Stop()
 		os.Exit(1)
 	}
 	restConfig = cfg
