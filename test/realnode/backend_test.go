@@ -297,12 +297,15 @@ func TestManagedBackendRunsOnTheRealNode(t *testing.T) {
 				t.Errorf("Deployment %s: %s", dep.Name, c.Message)
 			}
 		}
-		var sts appsv1.StatefulSet
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: backendName + "-store"}, &sts); err != nil {
-			t.Fatal(err)
-		}
-		if sts.Status.ReadyReplicas != ptr.Deref(sts.Spec.Replicas, 1) {
-			t.Errorf("StatefulSet %s: %d of %d replicas ready in a namespace enforcing %s", sts.Name, sts.Status.ReadyReplicas, ptr.Deref(sts.Spec.Replicas, 1), restricted)
-		}
+		// A store pod turns Ready through its readiness probe, a period after its segment is
+		// mounted (which the previous subtest waited for): wait for it rather than sample once.
+		testutil.Eventually(t, 60*time.Second, "every store pod Ready in a namespace enforcing "+restricted, func() (bool, string) {
+			var sts appsv1.StatefulSet
+			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: backendName + "-store"}, &sts); err != nil {
+				return false, err.Error()
+			}
+			return sts.Status.ReadyReplicas == ptr.Deref(sts.Spec.Replicas, 1),
+				fmt.Sprintf("StatefulSet %s: %d of %d replicas ready", sts.Name, sts.Status.ReadyReplicas, ptr.Deref(sts.Spec.Replicas, 1))
+		})
 	})
 }
