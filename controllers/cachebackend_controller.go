@@ -88,6 +88,23 @@ type CacheBackendReconciler struct {
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// backendObs is what one reconcile of a CacheBackend observed.
+type backendObs struct {
+	// endpoints are where clients reach the store; deployed tells whether a master is there to
+	// probe.
+	endpoints *hicachev1alpha1.BackendEndpoints
+	deployed  bool
+	// probe is the master's last probe (zero when it was not probed).
+	probe probeRecord
+	// namespaces are the L3 namespaces written to the store, and by whom, within the status's
+	// bound; namespaceCount counts them all.
+	namespaces     []hicachev1alpha1.NamespaceUsage
+	namespaceCount int32
+}
+
+// backendScope is one reconcile of a CacheBackend.
+type backendScope = scope[*hicachev1alpha1.CacheBackend, *backendObs]
+
 // Reconcile brings one CacheBackend to its desired state and probes it.
 func (r *CacheBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var cb hicachev1alpha1.CacheBackend
@@ -100,106 +117,130 @@ func (r *CacheBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if !cb.DeletionTimestamp.IsZero() || cb.Spec.Mooncake == nil {
 		return ctrl.Result{}, nil
 	}
-	now := r.Clock.Now()
+	s := newScope(r.Client, &cb, &backendObs{}, r.Clock.Now())
+	return kindSteps[*hicachev1alpha1.CacheBackend, *backendObs]{
+		phases: []phase[*backendScope]{
+			{"apply the master", r.applyMaster},
+			{"probe the master", r.probeMaster},
+			{"roll the store pods", r.rollStores},
+			{"list the namespaces in use", r.listNamespaces},
+		},
+		// Every phase's error leaves the status unknown: nothing else is reported.
+		status: func(s *backendScope, _ error) {
+			s.obj.Status = *backendStatus(&s.stored.Status, s.obj, s.obs, s.now)
+		},
+		announce: r.announce,
+	}.run(ctx, s)
+}
+
+// applyMaster applies a managed master's children; the endpoints of either kind follow from
+// the spec.
+func (r *CacheBackendReconciler) applyMaster(ctx context.Context, s *backendScope) (step, error) {
+	endpoints, deployed, err := r.reconcileMaster(ctx, s.obj)
+	if err != nil {
+		return proceed, statusUnknown(err)
+	}
+	s.obs.endpoints, s.obs.deployed = endpoints, deployed
+	return proceed, nil
+}
+
+// probeMaster asks the admin API (of the leader, for an HA backend), at most once per poll
+// interval and never for longer than the probe deadline: a backend whose admin URL hangs holds a
+// worker for the deadline, then waits for its next poll like any other. An HA backend's clients
+// follow the leader it found.
+func (r *CacheBackendReconciler) probeMaster(ctx context.Context, s *backendScope) (step, error) {
+	cb, key := s.obj, client.ObjectKeyFromObject(s.obj)
+	interval := r.Options.BackendPollInterval
+	if !s.obs.deployed {
+		r.probes.forget(key)
+		return proceedWithin(interval), nil
+	}
+	endpoints := s.obs.endpoints
+	pods, err := r.haTargets(ctx, cb)
+	if err != nil {
+		return proceed, statusUnknown(err)
+	}
+	requeue := interval
+	last, ok := r.probes.get(key)
+	if reuse, after := reuseProbe(last, ok, endpoints.AdminURL, cb.Generation, s.now, interval); reuse && last.PodsKey == podsKey(pods) {
+		s.obs.probe, requeue = last, after
+	} else {
+		pctx, cancel := context.WithTimeout(ctx, r.Options.ProbeTimeout)
+		s.obs.probe = r.probeOnce(pctx, cb, endpoints, pods)
+		cancel()
+		if s.obs.probe.Err != nil && ctx.Err() != nil {
+			return stopFor(0), nil // the manager is stopping: no verdict on the backend
+		}
+		r.probes.put(key, s.obs.probe)
+	}
+	cb.Status.Endpoints = endpoints // the leader's admin URL, once followed, is the endpoints'
+	if err := r.followLeader(ctx, cb, &cb.Status, s.obs.probe, pods); err != nil {
+		return proceed, statusUnknown(err)
+	}
+	return proceedWithin(haRequeue(cb, s.obs.probe, requeue)), nil
+}
+
+// rollStores runs the store pods, rolled one at a time after the master has drained them; it
+// writes their part of the status.
+func (r *CacheBackendReconciler) rollStores(ctx context.Context, s *backendScope) (step, error) {
+	after, err := r.reconcileStores(ctx, s.obj, s.obs.endpoints, s.obs.deployed && s.obs.probe.Err == nil, &s.obj.Status, s.now)
+	if err != nil {
+		return proceed, statusUnknown(err)
+	}
+	return proceedWithin(after), nil
+}
+
+// listNamespaces lists who uses which namespace of the store.
+func (r *CacheBackendReconciler) listNamespaces(ctx context.Context, s *backendScope) (step, error) {
+	var err error
+	s.obs.namespaces, s.obs.namespaceCount, err = r.namespaceUsage(ctx, s.obj)
+	if err != nil {
+		return proceed, statusUnknown(fmt.Errorf("listing the namespaces in use: %w", err))
+	}
+	return proceed, nil
+}
+
+// backendStatus is the status of a CacheBackend given what one reconcile observed at now (its
+// store pods' part is in cb's status already). The probe time moves only when something else
+// changed from the stored status: a probe that found what the last one did costs no write.
+func backendStatus(stored *hicachev1alpha1.CacheBackendStatus, cb *hicachev1alpha1.CacheBackend, obs *backendObs, now time.Time) *hicachev1alpha1.CacheBackendStatus {
 	st := cb.Status.DeepCopy()
 	st.ObservedGeneration = cb.Generation
-
-	// 1. Children of a managed master; endpoints of either kind.
-	endpoints, deployed, err := r.reconcileMaster(ctx, &cb)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	st.Endpoints = endpoints
-	st.StoreID = storeIDOf(&cb)
-
-	// 2. Probe the admin API, at most once per poll interval and never for longer than the probe
-	// deadline: a backend whose admin URL hangs holds a worker for the deadline, then waits for its
-	// next poll like any other.
-	requeue := r.Options.BackendPollInterval
-	var rec probeRecord
-	if deployed {
-		last, ok := r.probes.get(req.NamespacedName)
-		pods, err := r.haTargets(ctx, &cb)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		reuse, after := reuseProbe(last, ok, endpoints.AdminURL, cb.Generation, now, r.Options.BackendPollInterval)
-		if reuse && last.PodsKey == podsKey(pods) {
-			rec, requeue = last, after
-		} else {
-			pctx, cancel := context.WithTimeout(ctx, r.Options.ProbeTimeout)
-			rec = r.probeOnce(pctx, &cb, endpoints, pods)
-			cancel()
-			if rec.Err != nil && ctx.Err() != nil {
-				return ctrl.Result{}, nil // the manager is stopping: no verdict on the backend
-			}
-			r.probes.put(req.NamespacedName, rec)
-		}
-		if err := r.followLeader(ctx, &cb, st, rec, pods); err != nil {
-			return ctrl.Result{}, err
-		}
-		requeue = haRequeue(&cb, rec, requeue)
-	} else {
-		r.probes.forget(req.NamespacedName)
-	}
-	setBackendConditions(st, cb.Generation, metav1.NewTime(now), deployed, rec)
-	setHAStatus(st, &cb, deployed, rec, metav1.NewTime(now))
-
-	// 2b. Store pods, rolled one at a time after the master has drained them.
-	storeRequeue, err := r.reconcileStores(ctx, &cb, endpoints, deployed && rec.Err == nil, st, now)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if storeRequeue > 0 && storeRequeue < requeue {
-		requeue = storeRequeue
-	}
-	if old := meta.FindStatusCondition(cb.Status.Conditions, hicachev1alpha1.ConditionReady); old != nil {
-		if nw := meta.FindStatusCondition(st.Conditions, hicachev1alpha1.ConditionReady); nw != nil && old.Status != nw.Status {
-			typ := corev1.EventTypeNormal
-			if nw.Status != metav1.ConditionTrue {
-				typ = corev1.EventTypeWarning
-			}
-			r.Recorder.Eventf(&cb, nil, typ, nw.Reason, "Probe", "%s", nw.Message)
-		}
-	}
-
-	// 3. Who uses which namespace.
-	st.Namespaces, st.NamespaceCount, err = r.namespaceUsage(ctx, &cb)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if msg := truncatedUsage(st); msg != "" && truncatedUsage(&cb.Status) == "" {
-		r.Recorder.Eventf(&cb, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonListTruncated, "ListNamespaces", "%s", msg)
-	}
-
-	// 4. One status write, only when something changed.
-	probeTimeOnly := cb.Status.DeepCopy()
-	probeTimeOnly.LastProbeTime = nil
-	cmp := st.DeepCopy()
-	cmp.LastProbeTime = nil
-	if !equality.Semantic.DeepEqual(*probeTimeOnly, *cmp) {
+	st.Endpoints = obs.endpoints
+	st.StoreID = storeIDOf(cb)
+	setBackendConditions(st, cb.Generation, now, obs.deployed, obs.probe)
+	setHAStatus(st, cb, obs.deployed, obs.probe, metav1.NewTime(now))
+	st.Namespaces, st.NamespaceCount = obs.namespaces, obs.namespaceCount
+	was, is := stored.DeepCopy(), st.DeepCopy()
+	was.LastProbeTime, is.LastProbeTime = nil, nil
+	if !equality.Semantic.DeepEqual(*was, *is) {
 		st.LastProbeTime = ptr.To(metav1.NewTime(now))
-		patch := client.MergeFrom(cb.DeepCopy())
-		cb.Status = *st
-		if err := r.Status().Patch(ctx, &cb, patch); err != nil {
-			return ctrl.Result{}, err
-		}
 	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	return st
+}
+
+// announce emits an Event when the backend becomes ready or stops being ready, and when its
+// namespace lists reach their bound.
+func (r *CacheBackendReconciler) announce(s *backendScope) {
+	old := meta.FindStatusCondition(s.stored.Status.Conditions, hicachev1alpha1.ConditionReady)
+	cur := meta.FindStatusCondition(s.obj.Status.Conditions, hicachev1alpha1.ConditionReady)
+	if old != nil && cur != nil && old.Status != cur.Status {
+		typ := corev1.EventTypeNormal
+		if cur.Status != metav1.ConditionTrue {
+			typ = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(s.obj, nil, typ, cur.Reason, "Probe", "%s", cur.Message)
+	}
+	if msg := truncatedUsage(&s.obj.Status); msg != "" && truncatedUsage(&s.stored.Status) == "" {
+		r.Recorder.Eventf(s.obj, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonListTruncated, "ListNamespaces", "%s", msg)
+	}
 }
 
 // setBackendConditions sets Ready, MasterReachable and ServiceReady, and the store's figures,
 // from what the probe found. Messages are the operator's own sentences with the probe's parsed
 // facts; a probe error's message never quotes the store's answer.
-func setBackendConditions(st *hicachev1alpha1.CacheBackendStatus, generation int64, now metav1.Time, deployed bool, rec probeRecord) {
-	set := func(typ string, ok bool, reason, msg string) {
-		s := metav1.ConditionFalse
-		if ok {
-			s = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg,
-			ObservedGeneration: generation, LastTransitionTime: now})
-	}
+func setBackendConditions(st *hicachev1alpha1.CacheBackendStatus, generation int64, now time.Time, deployed bool, rec probeRecord) {
+	set := conditionsOf(&st.Conditions, generation, now).set
 	ep := st.Endpoints
 	switch {
 	case !deployed:
@@ -340,7 +381,10 @@ func (r *CacheBackendReconciler) reconcileMaster(ctx context.Context, cb *hicach
 	ep.MetricsPort = m.Managed.AdminPort
 	var cur appsv1.Deployment
 	if err := r.Get(ctx, client.ObjectKeyFromObject(dep), &cur); err != nil {
-		return nil, false, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("reading Deployment %s: %w", dep.Name, err)
 	}
 	return ep, cur.Status.AvailableReplicas > 0, nil
 }
@@ -611,6 +655,9 @@ func (r *CacheBackendReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		own := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: hcd.Namespace, Name: backend}}
 		var cb hicachev1alpha1.CacheBackend
 		if err := mgr.GetClient().Get(ctx, own.NamespacedName, &cb); err != nil {
+			if !apierrors.IsNotFound(err) {
+				log.Error(err, "Reading the CacheBackend of a deployment failed: only it is woken, not the other backends of its store", "hiCacheDeployment", klog.KObj(o))
+			}
 			return []reconcile.Request{own}
 		}
 		backends, err := storeBackends(ctx, mgr.GetClient(), storeIDOf(&cb))

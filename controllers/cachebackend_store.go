@@ -237,12 +237,7 @@ func (r *CacheBackendReconciler) reconcileStores(ctx context.Context, cb *hicach
 
 	st.StoreRollout = rollout
 	st.StorePods = storeCounts(sts, pods)
-	status := metav1.ConditionFalse
-	if plan.current {
-		status = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: hicachev1alpha1.ConditionStoresCurrent, Status: status,
-		Reason: plan.reason, Message: plan.message, ObservedGeneration: cb.Generation, LastTransitionTime: metav1.NewTime(now)})
+	conditionsOf(&st.Conditions, cb.Generation, now).set(hicachev1alpha1.ConditionStoresCurrent, plan.current, plan.reason, plan.message)
 	if plan.requeue {
 		return drainPoll, nil
 	}

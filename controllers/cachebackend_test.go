@@ -205,7 +205,7 @@ func TestSetBackendConditions(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			st := &hicachev1alpha1.CacheBackendStatus{Endpoints: ep}
-			setBackendConditions(st, 3, metav1.Now(), tc.deployed, tc.rec)
+			setBackendConditions(st, 3, t0.Time, tc.deployed, tc.rec)
 			for typ, want := range tc.want {
 				c := meta.FindStatusCondition(st.Conditions, typ)
 				if c == nil {
