@@ -108,14 +108,8 @@ type backendScope = scope[*hicachev1alpha1.CacheBackend, *backendObs]
 // Reconcile brings one CacheBackend to its desired state and probes it.
 func (r *CacheBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var cb hicachev1alpha1.CacheBackend
-	if err := r.Get(ctx, req.NamespacedName, &cb); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.probes.forget(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !cb.DeletionTimestamp.IsZero() || cb.Spec.Mooncake == nil {
-		return ctrl.Result{}, nil
+	if ok, err := load(ctx, r.Client, req, &cb, func() { r.probes.forget(req.NamespacedName) }); !ok || cb.Spec.Mooncake == nil {
+		return ctrl.Result{}, err
 	}
 	s := newScope(r.Client, &cb, &backendObs{}, r.Clock.Now())
 	return kindSteps[*hicachev1alpha1.CacheBackend, *backendObs]{

@@ -132,14 +132,8 @@ type flushScope = scope[*hicachev1alpha1.CacheFlush, *flushObs]
 // Reconcile takes one step of a CacheFlush: the one planFlush names.
 func (r *CacheFlushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var cf hicachev1alpha1.CacheFlush
-	if err := r.Get(ctx, req.NamespacedName, &cf); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.givenBack.Delete(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !cf.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+	if ok, err := load(ctx, r.Client, req, &cf, func() { r.givenBack.Delete(req.NamespacedName) }); !ok {
+		return ctrl.Result{}, err
 	}
 	if finished(&cf) {
 		r.givenBack.Delete(req.NamespacedName)

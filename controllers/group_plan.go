@@ -254,7 +254,7 @@ func (r *HiCacheDeploymentReconciler) executeGroupPlan(ctx context.Context, hcd 
 			}
 		}
 		if act.kind == actRecreate {
-			ctrl.LoggerFrom(ctx).Info("Recreating a serving group that lost a rank", "group", g, "why", act.why, "attempt", act.annotations[hicachev1alpha1.AnnotationRecreations])
+			ctrl.LoggerFrom(ctx).V(1).Info("Recreating a serving group that lost a rank", "group", g, "why", act.why, "attempt", act.annotations[hicachev1alpha1.AnnotationRecreations])
 			r.Recorder.Eventf(hcd, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonGroupRecreated, "Recreate",
 				"Serving group %d lost a rank (%s); recreating all %d of its pods, since a process group cannot take a rank back", g, act.why, len(grp.pods))
 		}

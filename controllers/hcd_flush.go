@@ -148,7 +148,7 @@ func (r *HiCacheDeploymentReconciler) requestFlush(ctx context.Context, req flus
 		return cover, false, nil
 	}
 	if backends, err := storeBackends(ctx, r.Client, req.storeID); err != nil {
-		return nil, false, fmt.Errorf("finding the backends of store %s: %w", req.storeID, err)
+		return nil, false, err
 	} else if len(backends) > 0 {
 		req.home = &backends[0]
 	}

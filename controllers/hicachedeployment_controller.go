@@ -114,11 +114,8 @@ const waitPoll = 10 * time.Second
 // Reconcile brings one HiCacheDeployment to its desired state.
 func (r *HiCacheDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var hcd hicachev1alpha1.HiCacheDeployment
-	if err := r.Get(ctx, req.NamespacedName, &hcd); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !hcd.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+	if ok, err := load(ctx, r.Client, req, &hcd, nil); !ok {
+		return ctrl.Result{}, err
 	}
 	now := r.Clock.Now()
 	s := newScope(r.Client, &hcd, &observed{now: metav1.NewTime(now), desired: map[int]string{}}, now)

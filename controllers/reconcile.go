@@ -19,6 +19,22 @@ import (
 // after it and say when to look again; the status is then computed once from the scope and
 // written once, only when it differs from the status that was read.
 
+// load reads the object of req into obj. It tells whether there is something to reconcile: not
+// when the object is gone (gone, when set, forgets what the reconciler keeps of it) or being
+// deleted.
+func load[T client.Object](ctx context.Context, c client.Reader, req ctrl.Request, obj T, gone func()) (bool, error) {
+	if err := c.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			if gone != nil {
+				gone()
+			}
+			return false, nil
+		}
+		return false, fmt.Errorf("reading %s: %w", req.NamespacedName, err)
+	}
+	return obj.GetDeletionTimestamp().IsZero(), nil
+}
+
 // scope is one reconcile of one object.
 type scope[T client.Object, O any] struct {
 	// obj is the object as read; the phases and the status computation write its status.
