@@ -11,6 +11,7 @@ import (
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/cache"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
 	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
 )
 
@@ -59,7 +60,19 @@ with 2 for a Breaking change.`,
 			if err != nil {
 				return err
 			}
+			if (from.roles == nil) != (to.roles == nil) {
+				return fmt.Errorf("one of %s and %s has spec.roles and the other not: every serving group would be replaced, by groups of another kind; diff compares deployments that both have roles or both have none", args[0], args[1])
+			}
 			rep := newDiffReport(from, to)
+			if from.roles != nil {
+				if rep.Roles, err = roleDiffs(from.roles, to.roles); err != nil {
+					return err
+				}
+				rep.Action = roleAction(rep)
+				if rep.Kind == cache.Neutral && len(rep.Changes) == 0 {
+					rep.Summary = "Neutral: the L3 layout and keys do not change"
+				}
+			}
 			if output != outputTable {
 				err = writeStructured(cmd.OutOrStdout(), output, rep)
 			} else {
@@ -79,10 +92,12 @@ with 2 for a Breaking change.`,
 	return cmd
 }
 
-// side is one resolved file of a diff.
+// side is one resolved file of a diff. With roles, loaded and res are the prefill's (whose
+// layout makes the namespace both roles write) and roles holds both.
 type side struct {
 	loaded
-	res *resolve.Resolved
+	res   *resolve.Resolved
+	roles *resolve.Roles
 }
 
 // resolveOne loads the single HiCacheDeployment of a source and resolves it.
@@ -94,11 +109,70 @@ func resolveOne(src source) (side, error) {
 	if len(items) != 1 {
 		return side{}, fmt.Errorf("%s: holds %d HiCacheDeployments; diff compares one against one: split the file", src.displayName(), len(items))
 	}
+	if items[0].hcd.Spec.Roles != nil {
+		roles, err := resolve.RolesOf(items[0].hcd)
+		if err != nil {
+			return side{}, fmt.Errorf("%s: %w", items[0].where, err)
+		}
+		it := items[0]
+		it.hcd = roles.Prefill.Spec
+		return side{loaded: it, res: roles.Prefill.Resolved, roles: roles}, nil
+	}
 	r, err := resolve.Resolve(items[0].hcd)
 	if err != nil {
 		return side{}, fmt.Errorf("%s: %w", items[0].where, err)
 	}
 	return side{loaded: items[0], res: r}, nil
+}
+
+// roleDiff is what a change does to the servers of one role.
+type roleDiff struct {
+	Role string `json:"role"`
+	// Rolls is true when the role's servers run another command line or pod: its groups are
+	// replaced. Scales is true when only its number of groups changes.
+	Rolls  bool   `json:"rolls"`
+	Scales bool   `json:"scales"`
+	Why    string `json:"why,omitempty"`
+}
+
+// roleDiffs compares the servers of each role of two deployments with roles.
+func roleDiffs(from, to *resolve.Roles) ([]roleDiff, error) {
+	out := make([]roleDiff, 0, 2)
+	old, cur := from.Each(), to.Each()
+	for i := range old {
+		a, b := old[i], cur[i]
+		d := roleDiff{Role: string(a.Role), Scales: a.Replicas != b.Replicas}
+		argsA, err := roleCommand(from, a)
+		if err != nil {
+			return nil, err
+		}
+		argsB, err := roleCommand(to, b)
+		if err != nil {
+			return nil, err
+		}
+		podA, _ := json.Marshal([]any{a.Spec.Spec.SGLang, a.Spec.Spec.Resources, a.Spec.Spec.Template, a.Spec.Spec.Model.Source})
+		podB, _ := json.Marshal([]any{b.Spec.Spec.SGLang, b.Spec.Spec.Resources, b.Spec.Spec.Template, b.Spec.Spec.Model.Source})
+		switch {
+		case strings.Join(argsA, "\x00") != strings.Join(argsB, "\x00"):
+			d.Rolls, d.Why = true, "its SGLang command line changes"
+		case string(podA) != string(podB):
+			d.Rolls, d.Why = true, "its pods change (image, resources or template)"
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func roleCommand(roles *resolve.Roles, rr *resolve.RoleResolved) ([]string, error) {
+	cfg, _, err := resolve.RoleServerConfig(roles, rr, planBackend(), placeholderLeader)
+	if err != nil {
+		return nil, err
+	}
+	args, err := sglang.Args(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("the %s role: %w", rr.Role, resolve.SpecError(err))
+	}
+	return args, nil
 }
 
 // diffReport is the structured output of diff.
@@ -117,6 +191,9 @@ type diffReport struct {
 	NamespaceStrategy string `json:"namespaceStrategy,omitempty"`
 	// Action is what the operator does to move from OLD to NEW.
 	Action string `json:"action"`
+	// Roles says, for deployments with prefill and decode roles, which role's groups the change
+	// rolls; the namespace is the one both roles share.
+	Roles []roleDiff `json:"roles,omitempty"`
 }
 
 func newDiffReport(from, to side) diffReport {
@@ -203,6 +280,24 @@ func action(kind cache.ChangeKind, oldStore, newStore *hicachev1alpha1.StorageSp
 	}
 }
 
+// roleAction adds to the action which roles' groups roll.
+func roleAction(rep diffReport) string {
+	var rolls []string
+	for _, r := range rep.Roles {
+		if r.Rolls {
+			rolls = append(rolls, r.Role)
+		}
+	}
+	switch {
+	case len(rolls) == 0:
+		return rep.Action + "; no role's groups roll"
+	case len(rolls) == len(rep.Roles):
+		return rep.Action + "; both roles' groups roll"
+	default:
+		return rep.Action + "; only the " + rolls[0] + " groups roll"
+	}
+}
+
 var kindHeadings = []struct {
 	kind    cache.ChangeKind
 	heading string
@@ -236,6 +331,16 @@ func writeDiff(w io.Writer, rep *diffReport) error {
 		ns += ", strategy " + rep.NamespaceStrategy
 	}
 	fmt.Fprintf(w, "L3 namespace: %s\n", ns)
+	for _, r := range rep.Roles {
+		what := "unchanged"
+		switch {
+		case r.Rolls:
+			what = "rolls: " + r.Why
+		case r.Scales:
+			what = "scales, nothing rolls"
+		}
+		fmt.Fprintf(w, "%-13s %s\n", roleTitle(r.Role)+":", what)
+	}
 	_, err := fmt.Fprintf(w, "Operator:     %s\n", rep.Action)
 	return err
 }
