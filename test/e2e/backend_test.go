@@ -19,7 +19,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -454,5 +456,69 @@ func TestBackendProbesFollowThePollIntervalNotTheEvents(t *testing.T) {
 	t.Logf("%d deployments recorded on the backend in %v with %d probes (bound %d)", n, elapsed.Round(10*time.Millisecond), probes, bound)
 	if probes > bound {
 		t.Errorf("%d probes in %v while %d deployments changed, want at most %d (one per %v poll interval)", probes, elapsed.Round(10*time.Millisecond), n, bound, poll)
+	}
+}
+
+// Store pods that an earlier release ran as a Deployment give way to the StatefulSet: the
+// operator deletes the Deployment it owns once the StatefulSet's pods are all Ready, not before,
+// and leaves a Deployment of that name alone when it is not the backend's.
+func TestLegacyStoreDeploymentGoesOnceTheStatefulSetIsReady(t *testing.T) {
+	ns := newNamespace(t)
+	cb := &hicachev1alpha1.CacheBackend{}
+	if err := decodeInto(`
+metadata: {name: legacy}
+spec:
+  mooncake:
+    managed:
+      store: {replicas: 2, segmentSize: 64Mi, localBufferSize: 16Mi}
+`, cb); err != nil {
+		t.Fatal(err)
+	}
+	cb.Namespace = ns
+	create(t, cb)
+	cb = getCB(t, ns, "legacy")
+	labels := map[string]string{"app": "legacy-store"}
+	legacy := func(owned bool) *appsv1.Deployment {
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "legacy-store", Namespace: ns},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(0)), Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "store", Image: "example.com/mooncake:old"}}}}},
+		}
+		if owned {
+			d.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(cb, hicachev1alpha1.GroupVersion.WithKind("CacheBackend"))}
+		}
+		return d
+	}
+	create(t, legacy(true))
+	eventually(t, 60*time.Second, "the StatefulSet Ready, then the backend's old store Deployment gone", func() (bool, string) {
+		var sts appsv1.StatefulSet
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "legacy-store"}, &sts); err != nil {
+			return false, err.Error()
+		}
+		var dep appsv1.Deployment
+		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "legacy-store"}, &dep)
+		gone := apierrors.IsNotFound(err) || (err == nil && dep.DeletionTimestamp != nil)
+		if gone && sts.Status.ReadyReplicas < 2 {
+			t.Fatalf("the old store Deployment was deleted with %d of 2 StatefulSet pods Ready", sts.Status.ReadyReplicas)
+		}
+		return gone, fmt.Sprintf("StatefulSet %d/2 Ready, Deployment: %v", sts.Status.ReadyReplicas, err)
+	})
+	eventually(t, 30*time.Second, "the Deployment removed", func() (bool, string) {
+		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "legacy-store"}, &appsv1.Deployment{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+
+	// One of that name that is not the backend's stays.
+	create(t, legacy(false))
+	cb = getCB(t, ns, "legacy")
+	patch := client.MergeFrom(cb.DeepCopy())
+	cb.Spec.Mooncake.Managed.Store.LocalBufferSize = ptr.To(resource.MustParse("32Mi")) // a reconcile
+	if err := k8s.Patch(context.Background(), cb, patch); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "legacy-store"}, &appsv1.Deployment{}); err != nil {
+		t.Errorf("a Deployment the backend does not own was touched: %v", err)
 	}
 }
