@@ -212,6 +212,12 @@ func (b *builder) recipe(img images.Image) (recipe, error) {
 			// The user of the upstream pause image.
 			User: "65535:65535",
 		})
+	case "sglang-standin":
+		// The rendered rank command starts with python3, found on PATH.
+		return b.goRecipe(img, "./cmd/sglang-standin", "python3", v1.Config{
+			User: "65532:65532",
+			Env:  []string{"PATH=/"},
+		})
 	case "operator":
 		// What the Dockerfile at the repository root ships: the static manager, non-root.
 		return b.goRecipe(img, "./cmd/manager", "manager", v1.Config{

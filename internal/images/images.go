@@ -37,6 +37,11 @@ const (
 	// backends and flush Jobs that name no image.
 	Mooncake = "localhost/mooncake:" + MooncakeVersion
 
+	// SGLangStandin is cmd/sglang-standin as python3 on an empty base: it runs the command line
+	// the operator renders for SGLang (python3 -m sglang.launch_server ...) on a node without
+	// GPUs, checks it against the pinned release's arguments and enforces its API keys.
+	SGLangStandin = "localhost/sglang-standin:local"
+
 	// Pause is the sandbox image of the local node's pods (containerd's sandbox_image).
 	Pause = "localhost/pause:local"
 
@@ -62,6 +67,7 @@ type Image struct {
 // All is every image `make images` builds, in build order (cheapest first).
 var All = []Image{
 	{Name: "pause", Ref: Pause, File: "pause.tar"},
+	{Name: "sglang-standin", Ref: SGLangStandin, File: "sglang-standin.tar"},
 	{Name: "operator", Ref: Operator, File: "hicache-operator.tar"},
 	{Name: "mooncake", Ref: Mooncake, File: "mooncake.tar"},
 	// In a directory of its own: a real node imports the tarballs of bin/images itself, and only

@@ -1,0 +1,115 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hicache-io/hicache-operator/internal/images"
+	"github.com/hicache-io/hicache-operator/internal/kubeutil"
+	"github.com/hicache-io/hicache-operator/internal/localcluster"
+	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
+)
+
+// The admin endpoints of a rank require the key. SGLang's own server cannot start here (no GPU,
+// no weights, and its CPU environment lacks the HTTP stack), so the leader's pod template as the
+// operator rendered it runs on the real node with the SGLang stand-in as its image
+// (cmd/sglang-standin: the release's argument check, then its key rules in front of its
+// endpoints): the kubelet expands the key from the generated Secret into --admin-api-key, as it
+// would for SGLang. Only what a GPU node provides is taken out: the GPU and memory requests, the
+// placement on GPU nodes.
+func TestAdminEndpointsRequireTheKey(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "adminkey", baseline)
+	managedBackend(t, ns, 1, "64Mi")
+	h := qwen3(t, ns)
+
+	var sts appsv1.StatefulSet
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: h.Name + "-0"}, &sts); err != nil {
+		t.Fatal(err)
+	}
+	tmpl := sts.Spec.Template.DeepCopy()
+	spec := tmpl.Spec
+	spec.NodeSelector = localcluster.RealNodeSelector()
+	spec.Tolerations = []corev1.Toleration{localcluster.RealNodeToleration()}
+	spec.Affinity = nil
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		if c.Name == "sglang" {
+			c.Image, c.ImagePullPolicy = images.SGLangStandin, corev1.PullNever
+			c.Resources = corev1.ResourceRequirements{}
+		}
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "standin", Namespace: ns, Labels: map[string]string{"app": "sglang-standin"}}, Spec: spec}
+	if err := k8s.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	testutil.Eventually(t, 2*time.Minute, "the stand-in Ready by the rendered probes", func() (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return false, err.Error()
+		}
+		return kubeutil.PodReady(pod) && pod.Status.PodIP != "", fmt.Sprintf("%s %+v", pod.Status.Phase, pod.Status.ContainerStatuses)
+	})
+	logf("%s: the rendered leader runs the stand-in, Ready in %s", ns, time.Since(began).Round(time.Millisecond))
+
+	var secret corev1.Secret
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resolve.GeneratedAdminKeySecret(h.Name)}, &secret); err != nil {
+		t.Fatal(err)
+	}
+	key := string(secret.Data[resolve.GeneratedAdminKeyField])
+	base := fmt.Sprintf("http://%s:30000", pod.Status.PodIP)
+	call := func(method, path, authz string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if authz != "" {
+			req.Header.Set("Authorization", authz)
+		}
+		resp, err := inNetns.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	got := map[string]int{
+		"clear, no key":         call("POST", "/hicache/storage-backend/clear", ""),
+		"clear, a wrong key":    call("POST", "/hicache/storage-backend/clear", "Bearer not-the-key"),
+		"clear, the key":        call("POST", "/hicache/storage-backend/clear", "Bearer "+key),
+		"detach, no key":        call("DELETE", "/hicache/storage-backend", ""),
+		"flush cache, no key":   call("POST", "/flush_cache", ""),
+		"health, no key":        call("GET", "/health", ""),
+		"models, no key":        call("GET", "/v1/models", ""),
+		"models, the admin key": call("GET", "/v1/models", "Bearer "+key),
+	}
+	want := map[string]int{
+		"clear, no key": 401, "clear, a wrong key": 401, "clear, the key": 200, "detach, no key": 401, "flush cache, no key": 401,
+		// No spec.security.apiKeySecretRef: the OpenAI endpoints take no key.
+		"health, no key": 200, "models, no key": 200, "models, the admin key": 200,
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: HTTP %d, want %d", k, got[k], w)
+		}
+	}
+	// The key never reaches the pod's log or spec.
+	logs, err := cs.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "sglang"}).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(logs), key) || !strings.Contains(string(logs), "admin key set: true") {
+		t.Errorf("the stand-in's log %q: want it to say the admin key is set, without the key", logs)
+	}
+}
