@@ -344,7 +344,7 @@ func (r *CacheBackendReconciler) reconcileMaster(ctx context.Context, cb *hicach
 	m := cb.Spec.Mooncake
 	ep := &hicachev1alpha1.BackendEndpoints{MetadataServer: m.MetadataServer}
 	if ep.MetadataServer == "" {
-		ep.MetadataServer = "P2PHANDSHAKE"
+		ep.MetadataServer = hicachev1alpha1.DefaultMetadataServer
 	}
 	ep.ClusterID = haClusterID(cb)
 	if m.External != nil {

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
@@ -21,10 +22,7 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 	st.ObservedGeneration = hcd.Generation
 	set := conditionsOf(&st.Conditions, hcd.Generation, obs.now.Time).set
 
-	desiredGroups := int32(1)
-	if hcd.Spec.Replicas != nil {
-		desiredGroups = *hcd.Spec.Replicas
-	}
+	desiredGroups := ptr.Deref(hcd.Spec.Replicas, hicachev1alpha1.DefaultReplicas)
 
 	if obs.resolveErr != nil {
 		reason := hicachev1alpha1.ReasonInvalidSpec

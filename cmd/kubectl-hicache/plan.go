@@ -179,7 +179,8 @@ func planOne(it loaded) (planReport, error) {
 }
 
 func planBackend() *resolve.Backend {
-	return &resolve.Backend{RPCAddress: placeholderMaster, MetadataServer: "P2PHANDSHAKE", MetricsPort: 9003}
+	return &resolve.Backend{RPCAddress: placeholderMaster, MetadataServer: hicachev1alpha1.DefaultMetadataServer,
+		MetricsPort: int(hicachev1alpha1.DefaultAdminPort)}
 }
 
 func newGroupShape(r *resolve.Resolved) groupShape {

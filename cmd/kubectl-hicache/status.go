@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
@@ -233,13 +234,10 @@ func newStatusReport(obs *observation) statusReport {
 		Generation: h.Generation, ObservedGeneration: st.ObservedGeneration,
 		Attention: st.Attention, Draft: st.Draft,
 		Conditions: st.Conditions, Plan: st.Plan, Cache: st.Cache,
-		DesiredGroups: 1,
+		DesiredGroups: ptr.Deref(h.Spec.Replicas, hicachev1alpha1.DefaultReplicas),
 	}
 	if rep.Conditions == nil {
 		rep.Conditions = []metav1.Condition{}
-	}
-	if h.Spec.Replicas != nil {
-		rep.DesiredGroups = *h.Spec.Replicas
 	}
 	if s := h.Spec.Storage; s != nil {
 		var res *resolve.Resolved

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/utils/ptr"
+
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/cache"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
@@ -137,9 +139,7 @@ func resolveOne(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 	if spec.Storage != nil && spec.Storage.NamespaceStrategy == hicachev1alpha1.NamespaceFixed {
 		r.Namespace = spec.Storage.Namespace
 	}
-	if spec.Replicas != nil {
-		r.Replicas = int(*spec.Replicas)
-	}
+	r.Replicas = int(ptr.Deref(spec.Replicas, hicachev1alpha1.DefaultReplicas))
 	if err := r.shape(spec.Topology); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/cache"
@@ -131,11 +132,7 @@ func RoleSpec(hcd *hicachev1alpha1.HiCacheDeployment, role hicachev1alpha1.Role)
 	if o.DPAttention != nil {
 		t.DPAttention = *o.DPAttention
 	}
-	replicas := int32(1)
-	if rs.Replicas != nil {
-		replicas = *rs.Replicas
-	}
-	out.Spec.Replicas = &replicas
+	out.Spec.Replicas = ptr.To(ptr.Deref(rs.Replicas, hicachev1alpha1.DefaultReplicas))
 	if rs.Resources != nil {
 		out.Spec.Resources = *rs.Resources.DeepCopy()
 	}

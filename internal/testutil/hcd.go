@@ -28,9 +28,7 @@ func HCD(name string) *HCDBuilder {
 	b.h.Name, b.h.Namespace, b.h.UID, b.h.Generation = name, "default", types.UID(name+"-uid"), 1
 	b.h.Spec.Model.Path = "org/" + name
 	b.h.Spec.Profile = "Qwen3"
-	b.h.Spec.Topology = hicachev1alpha1.TopologySpec{TensorParallel: 1, PipelineParallel: 1, DataParallel: 1, GPUsPerNode: 8}
-	b.h.Spec.Replicas = ptr.To(int32(1))
-	b.h.Spec.Rollout.MaxUnavailable = 1
+	b.h.Default()
 	return b
 }
 
@@ -97,12 +95,8 @@ func (b *HCDBuilder) Packed(n int32) *HCDBuilder {
 
 // Storage writes to CacheBackend backend with the LayoutHash strategy.
 func (b *HCDBuilder) Storage(backend string) *HCDBuilder {
-	b.h.Spec.Storage = &hicachev1alpha1.StorageSpec{
-		BackendRef:        hicachev1alpha1.LocalObjectReference{Name: backend},
-		NamespaceStrategy: hicachev1alpha1.NamespaceLayoutHash,
-		FlushPolicy:       hicachev1alpha1.FlushAuto,
-		Protocol:          "tcp",
-	}
+	b.h.Spec.Storage = &hicachev1alpha1.StorageSpec{BackendRef: hicachev1alpha1.LocalObjectReference{Name: backend}}
+	b.h.Default()
 	return b
 }
 
