@@ -213,8 +213,8 @@ func backendStatus(stored *hicachev1alpha1.CacheBackendStatus, cb *hicachev1alph
 	return st
 }
 
-// announce emits an Event when the backend becomes ready or stops being ready, and when its
-// namespace lists reach their bound.
+// announce emits an Event when the backend becomes ready or stops being ready, when its
+// namespace lists reach their bound, and when its HA masters elected another leader.
 func (r *CacheBackendReconciler) announce(s *backendScope) {
 	old := meta.FindStatusCondition(s.stored.Status.Conditions, hicachev1alpha1.ConditionReady)
 	cur := meta.FindStatusCondition(s.obj.Status.Conditions, hicachev1alpha1.ConditionReady)
@@ -227,6 +227,9 @@ func (r *CacheBackendReconciler) announce(s *backendScope) {
 	}
 	if msg := truncatedUsage(&s.obj.Status); msg != "" && truncatedUsage(&s.stored.Status) == "" {
 		r.Recorder.Eventf(s.obj, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonListTruncated, "ListNamespaces", "%s", msg)
+	}
+	if msg, changed := leaderChange(&s.stored.Status, &s.obj.Status); changed {
+		r.Recorder.Eventf(s.obj, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonLeaderChanged, "Failover", "%s", msg)
 	}
 }
 

@@ -408,13 +408,17 @@ func haRequeue(cb *hicachev1alpha1.CacheBackend, rec probeRecord, requeue time.D
 
 // setHAStatus writes the masters, the leader and the StandbyAvailable condition.
 func setHAStatus(st *hicachev1alpha1.CacheBackendStatus, cb *hicachev1alpha1.CacheBackend, deployed bool, rec probeRecord, now metav1.Time) {
-	st.Masters, st.Leader, st.ViewVersion = nil, "", 0
 	switch {
 	case !deployed:
+		st.Masters, st.Leader, st.ViewVersion = nil, "", 0
 	case rec.HA != nil:
 		st.Masters, st.Leader, st.ViewVersion = rec.HA.Members, rec.HA.Leader, rec.HA.ViewVersion
 	case rec.Err == nil:
-		st.Leader, st.ViewVersion = rec.Probe.Leader, rec.Probe.ViewVersion
+		st.Masters, st.Leader, st.ViewVersion = nil, rec.Probe.Leader, rec.Probe.ViewVersion
+	default:
+		// The master does not answer: what it last said stands, so that the leader's change is
+		// seen when it answers again.
+		st.Masters = nil
 	}
 	var v *haView
 	if deployed {
@@ -458,4 +462,23 @@ func masterServiceSelector(cb *hicachev1alpha1.CacheBackend) map[string]string {
 		sel[hicachev1alpha1.LabelMasterRole] = masterRoleLeader
 	}
 	return sel
+}
+
+// leaderChange says, for the Event of a failover, whether the masters' leader view moved from
+// what the status last recorded, and what a user should know about it. A first view (no leader
+// recorded before) is not a failover.
+func leaderChange(old, now *hicachev1alpha1.CacheBackendStatus) (string, bool) {
+	if old.ViewVersion == 0 || now.ViewVersion == 0 || old.ViewVersion == now.ViewVersion || now.Leader == "" {
+		return "", false
+	}
+	return fmt.Sprintf("The masters elected a new leader at %s (view %d, was %s at view %d). The cache may be cold: "+
+		"objects written before the failover can be unreadable, and objects removed in its last second can be back; "+
+		"status.keyCount is the new leader's count", now.Leader, now.ViewVersion, orNone(old.Leader), old.ViewVersion), true
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

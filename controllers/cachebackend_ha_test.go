@@ -228,3 +228,28 @@ func TestAdminURLAt(t *testing.T) {
 		}
 	}
 }
+
+func TestLeaderChange(t *testing.T) {
+	st := func(leader string, view int64) *hicachev1alpha1.CacheBackendStatus {
+		return &hicachev1alpha1.CacheBackendStatus{Leader: leader, ViewVersion: view}
+	}
+	cases := map[string]struct {
+		old, now *hicachev1alpha1.CacheBackendStatus
+		want     bool
+	}{
+		"a failover":                       {st("10.0.0.1:50051", 4), st("10.0.0.2:50051", 6), true},
+		"the same view":                    {st("10.0.0.1:50051", 4), st("10.0.0.1:50051", 4), false},
+		"the first leader seen":            {st("", 0), st("10.0.0.1:50051", 4), false},
+		"no leader now (election running)": {st("10.0.0.1:50051", 4), st("", 4), false},
+		"not HA":                           {st("", 0), st("", 0), false},
+	}
+	for name, tc := range cases {
+		msg, got := leaderChange(tc.old, tc.now)
+		if got != tc.want {
+			t.Errorf("%s: leaderChange = %v, want %v", name, got, tc.want)
+		}
+		if got && (!strings.Contains(msg, tc.now.Leader) || !strings.Contains(msg, "cold")) {
+			t.Errorf("%s: message %q names neither the new leader nor what it costs", name, msg)
+		}
+	}
+}

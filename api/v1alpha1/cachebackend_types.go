@@ -275,9 +275,11 @@ const (
 	// False when the backend runs without one (a failure of its master then stops the store).
 	ConditionStandbyAvailable = "StandbyAvailable"
 
-	ReasonStandbyReady = "StandbyReady"
-	ReasonNoStandby    = "NoStandby"
-	ReasonSingleMaster = "SingleMaster"
+	// ReasonLeaderChanged is the Event of a failover: the masters elected another leader.
+	ReasonLeaderChanged = "LeaderChanged"
+	ReasonStandbyReady  = "StandbyReady"
+	ReasonNoStandby     = "NoStandby"
+	ReasonSingleMaster  = "SingleMaster"
 
 	ReasonMasterReachable   = "MasterReachable"
 	ReasonMasterUnreachable = "MasterUnreachable"

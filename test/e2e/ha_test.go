@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -114,6 +116,21 @@ func TestExternalBackendOnEtcd(t *testing.T) {
 			fmt.Sprintf("leader %q admin %q keys %d, the new leader holds %d (%v)", b.Status.Leader, b.Status.Endpoints.AdminURL, b.Status.KeyCount, n, err)
 	})
 	t.Logf("status followed %v after the kill", time.Since(killed).Round(100*time.Millisecond))
+	eventually(t, 30*time.Second, "a Warning Event says the leader changed", func() (bool, string) {
+		var evs eventsv1.EventList
+		if err := k8s.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "CacheBackend" && e.Reason == hicachev1alpha1.ReasonLeaderChanged && e.Type == "Warning" &&
+				strings.Contains(e.Note, next.RPCAddr) {
+				return true, ""
+			}
+			seen = append(seen, e.Reason+": "+e.Note)
+		}
+		return false, strings.Join(seen, "; ")
+	})
 	kept, _ := admin(next).CountKeysWithPrefix(context.Background(), nsB+"_")
 	t.Logf("kept across the failover: %d of %d objects of %s", kept, len(keysB), nsB)
 	if n, _ := admin(next).CountKeysWithPrefix(context.Background(), nsA+"_"); n != 0 {

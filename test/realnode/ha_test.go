@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -211,6 +212,20 @@ func TestHAMastersFailOverOnEtcd(t *testing.T) {
 			fmt.Sprintf("masters %+v conditions %+v", cb.Status.Masters, cb.Status.Conditions)
 	})
 	logf("%s: status followed the new leader %s after the kill", ns, time.Since(killed).Round(100*time.Millisecond))
+	testutil.Eventually(t, 30*time.Second, "a Warning Event on the backend says the leader changed", func() (bool, string) {
+		var evs eventsv1.EventList
+		if err := k8s.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "CacheBackend" && e.Reason == hicachev1alpha1.ReasonLeaderChanged && e.Type == "Warning" {
+				return true, ""
+			}
+			seen = append(seen, e.Reason)
+		}
+		return false, strings.Join(seen, ", ")
+	})
 	if cb.Status.Leader == "" || !strings.HasPrefix(cb.Status.Leader, podIP(t, ns, newLeader)+":") {
 		t.Errorf("status.leader %q is not the new leader %s", cb.Status.Leader, newLeader)
 	}
