@@ -412,7 +412,12 @@ func setHAStatus(st *hicachev1alpha1.CacheBackendStatus, cb *hicachev1alpha1.Cac
 	case !deployed:
 		st.Masters, st.Leader, st.ViewVersion = nil, "", 0
 	case rec.HA != nil:
-		st.Masters, st.Leader, st.ViewVersion = rec.HA.Members, rec.HA.Leader, rec.HA.ViewVersion
+		// While no master serves (an election), the last leader and its view stand, so that
+		// the next leader is seen as a change.
+		st.Masters = rec.HA.Members
+		if rec.HA.LeaderPod != "" {
+			st.Leader, st.ViewVersion = rec.HA.Leader, rec.HA.ViewVersion
+		}
 	case rec.Err == nil:
 		st.Masters, st.Leader, st.ViewVersion = nil, rec.Probe.Leader, rec.Probe.ViewVersion
 	default:

@@ -253,3 +253,33 @@ func TestLeaderChange(t *testing.T) {
 		}
 	}
 }
+
+// Through an election (no master serves) the status keeps the last leader, so that the next one
+// is a change: the Event of a failover depends on it.
+func TestHAStatusKeepsTheLastLeaderThroughAnElection(t *testing.T) {
+	cb := withHA(managedBackend("mc"), 3, "e:2379")
+	st := &hicachev1alpha1.CacheBackendStatus{}
+	now := metav1.Now()
+	steps := []struct {
+		view       haView
+		wantLeader string
+		wantView   int64
+		event      bool
+	}{
+		{haView{LeaderPod: "m-a", Leader: "10.0.0.1:50051", ViewVersion: 4, Standbys: 2}, "10.0.0.1:50051", 4, false},
+		{haView{ViewVersion: 6, Standbys: 1}, "10.0.0.1:50051", 4, false}, // the new leader warms up at view 6
+		{haView{LeaderPod: "m-b", Leader: "10.0.0.2:50051", ViewVersion: 6, Standbys: 1}, "10.0.0.2:50051", 6, true},
+		{haView{LeaderPod: "m-b", Leader: "10.0.0.2:50051", ViewVersion: 6, Standbys: 2}, "10.0.0.2:50051", 6, false},
+	}
+	for i, s := range steps {
+		old := st.DeepCopy()
+		v := s.view
+		setHAStatus(st, cb, true, probeRecord{HA: &v}, now)
+		if st.Leader != s.wantLeader || st.ViewVersion != s.wantView {
+			t.Errorf("step %d: leader %q view %d, want %q %d", i, st.Leader, st.ViewVersion, s.wantLeader, s.wantView)
+		}
+		if _, ev := leaderChange(old, st); ev != s.event {
+			t.Errorf("step %d: leader change event %v, want %v", i, ev, s.event)
+		}
+	}
+}

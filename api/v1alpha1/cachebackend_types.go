@@ -383,7 +383,7 @@ type CacheBackendStatus struct {
 	Masters []MasterMember `json:"masters,omitempty"`
 
 	// leader is the RPC address of the serving master of a backend with HA, as the masters
-	// report it.
+	// report it; while none serves (an election), the last one seen.
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	Leader string `json:"leader,omitempty"`
