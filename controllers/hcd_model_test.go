@@ -9,6 +9,7 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/hfcli"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
 	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
 )
 
@@ -83,7 +84,7 @@ func TestBuildGroupModelSource(t *testing.T) {
 			sts := mustBuildGroup(t, tc.hcd, 0)
 			pod := sts.Spec.Template.Spec
 			c := pod.Containers[0]
-			if err := spec.Validate(expandForTest(c.Args)); err != nil {
+			if err := spec.Validate(sglang.ExpandVarRefs(c.Args, map[string]string{"NODE_RANK": "0", "POD_IP": "10.0.0.1"})); err != nil {
 				t.Errorf("the pinned SGLang refuses the command line: %v", err)
 			}
 			if got, _ := argValue(c.Args, "--model-path"); got != tc.wantPath {
@@ -108,15 +109,6 @@ func TestBuildGroupModelSource(t *testing.T) {
 			}
 		})
 	}
-}
-
-// expandForTest expands the kubelet's variable references as a pod would see them.
-func expandForTest(args []string) []string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		out[i] = strings.NewReplacer("$(NODE_RANK)", "0", "$(POD_IP)", "10.0.0.1").Replace(a)
-	}
-	return out
 }
 
 // TestHubDownloadContainer: the serving image's own hub CLI, a command line the pinned release
