@@ -28,7 +28,7 @@ import (
 // The managed store pods: built here as a StatefulSet whose pods the operator replaces one at a
 // time (store_plan.go decides which and when), after the master has moved their objects away.
 
-// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 
 const (
