@@ -81,7 +81,7 @@ type CacheBackendReconciler struct {
 	probes probeCache
 }
 
-// +kubebuilder:rbac:groups=hicache.io,resources=cachebackends,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=hicache.io,resources=cachebackends,verbs=get;list;watch
 // +kubebuilder:rbac:groups=hicache.io,resources=cachebackends/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch

@@ -42,9 +42,9 @@ type HiCacheDeploymentReconciler struct {
 	Clock     clock.PassiveClock
 }
 
-// +kubebuilder:rbac:groups=hicache.io,resources=hicachedeployments,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=hicache.io,resources=hicachedeployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=hicache.io,resources=hicachedeployments/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=hicache.io,resources=cacheflushes,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=hicache.io,resources=cacheflushes,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=hicache.io,resources=cachebackends,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
