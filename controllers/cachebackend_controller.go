@@ -82,7 +82,7 @@ type CacheBackendReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=hicache.io,resources=cachebackends,verbs=get;list;watch
-// +kubebuilder:rbac:groups=hicache.io,resources=cachebackends/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=hicache.io,resources=cachebackends/status,verbs=patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch

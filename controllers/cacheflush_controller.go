@@ -80,7 +80,7 @@ func (r *CacheFlushReconciler) lockBackend(cf *hicachev1alpha1.CacheFlush) (unlo
 }
 
 // +kubebuilder:rbac:groups=hicache.io,resources=cacheflushes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=hicache.io,resources=cacheflushes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=hicache.io,resources=cacheflushes/status,verbs=patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -43,7 +43,7 @@ type HiCacheDeploymentReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=hicache.io,resources=hicachedeployments,verbs=get;list;watch
-// +kubebuilder:rbac:groups=hicache.io,resources=hicachedeployments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=hicache.io,resources=hicachedeployments/status,verbs=patch
 // +kubebuilder:rbac:groups=hicache.io,resources=cacheflushes,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=hicache.io,resources=cachebackends,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch;delete
