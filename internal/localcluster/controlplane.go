@@ -122,6 +122,15 @@ func (c *Cluster) newEnvironment(paths binPaths, opts Options, etcdLog, apiLog *
 	api.SecureServing.Address = "127.0.0.1"
 	api.Out, api.Err = apiLog, apiLog
 	api.Configure().Set("service-cluster-ip-range", serviceCIDR)
+	if opts.Audit {
+		policy := filepath.Join(certDir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+			return nil, fmt.Errorf("write the audit policy: %w", err)
+		}
+		api.Configure().Set("audit-policy-file", policy)
+		api.Configure().Set("audit-log-path", c.AuditLogPath())
+		api.Configure().Set("audit-log-format", "json")
+	}
 	if c.real != nil {
 		if err := c.real.configureAPIServer(api); err != nil {
 			return nil, fmt.Errorf("configure the API server for the real node: %w", err)
@@ -352,3 +361,11 @@ func kubeconfigFor(cfg *rest.Config, user string) ([]byte, error) {
 }
 
 func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// auditPolicy logs every request at the Metadata level once its response is complete.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: Metadata
+`

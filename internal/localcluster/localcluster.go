@@ -136,6 +136,11 @@ type Options struct {
 	// hack/node-packages.sh and hack/tools.sh kubelet kube-proxy coredns; not with
 	// APIServerOnly. See the package documentation.
 	RealNode *RealNodeOptions
+	// Audit runs kube-apiserver with an audit log of every request at the Metadata level (who,
+	// which verb, which object; no bodies), one JSON event per line in AuditLogPath, written
+	// when the response is complete. A user whose requests impersonate another is logged as
+	// itself with the other in impersonatedUser.
+	Audit bool
 }
 
 // Cluster is a running local control plane. Stop it when done.
@@ -260,6 +265,9 @@ func (c *Cluster) Dir() string { return c.dir }
 // LogDir holds one <component>.log per process: etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kwok.
 func (c *Cluster) LogDir() string { return filepath.Join(c.dir, "logs") }
+
+// AuditLogPath is the API server's audit log when Options.Audit is set.
+func (c *Cluster) AuditLogPath() string { return filepath.Join(c.LogDir(), "kube-apiserver-audit.log") }
 
 // Webhooks returns the webhook install options as envtest completed them: LocalServingHost,
 // LocalServingPort and LocalServingCertDir are where the webhook server must listen.
