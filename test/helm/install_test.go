@@ -55,7 +55,7 @@ func TestInstall(t *testing.T) {
 	}
 	ctx := context.Background()
 	start := time.Now()
-	cluster, err := localcluster.Start(ctx, localcluster.Options{Nodes: localcluster.GPUNodes(1, 8)})
+	cluster, err := localcluster.Start(ctx, localcluster.Options{Nodes: localcluster.GPUNodes(1, 8), Audit: true})
 	if err != nil {
 		t.Fatalf("starting the local cluster: %v", err)
 	}
@@ -118,7 +118,8 @@ func TestInstall(t *testing.T) {
 	step = time.Now()
 
 	// The operator, in this process, as the ServiceAccount.
-	op := startOperator(t, cluster.Config(), "system:serviceaccount:"+namespace+":"+serviceAccount)
+	operatorUser := "system:serviceaccount:" + namespace + ":" + serviceAccount
+	op := startOperator(t, cluster.Config(), operatorUser)
 	select {
 	case <-op.elected:
 	case <-op.done:
@@ -188,6 +189,8 @@ func TestInstall(t *testing.T) {
 		}
 	}
 	op.stop(t)
+	// The API server's audit log: every verb the chart grants was requested, or is explained.
+	checkEveryGrantRequested(t, cluster.AuditLogPath(), operatorUser)
 
 	// Uninstall: everything the release created goes; the CRDs, which Helm installs from crds/
 	// and never deletes, stay, and so do the objects of their kinds.
