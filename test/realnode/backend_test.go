@@ -162,33 +162,7 @@ func storeJobVia(t *testing.T, ns, name, master string, env []corev1.EnvVar, key
 		t.Fatal(err)
 	}
 	args := append(append([]string{"python3", "/scripts/store.py", "--master", master}, command...), "--keys-file", "/scripts/keys.txt")
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: batchv1.JobSpec{
-			BackoffLimit: ptr.To(int32(0)),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever,
-				NodeSelector:  localcluster.RealNodeSelector(),
-				Tolerations:   []corev1.Toleration{localcluster.RealNodeToleration()},
-				SecurityContext: &corev1.PodSecurityContext{
-					RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)), RunAsGroup: ptr.To(int64(65532)),
-					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-				},
-				Containers: []corev1.Container{{
-					Name: command[0], Image: images.Mooncake, ImagePullPolicy: corev1.PullNever,
-					Command:      args,
-					Env:          env,
-					VolumeMounts: []corev1.VolumeMount{{Name: "scripts", MountPath: "/scripts"}},
-					SecurityContext: &corev1.SecurityContext{
-						AllowPrivilegeEscalation: ptr.To(false),
-						Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-					},
-				}},
-				Volumes: []corev1.Volume{{Name: "scripts", VolumeSource: corev1.VolumeSource{
-					ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}},
-			}},
-		},
-	}
+	job := scriptJob(ns, name, corev1.Container{Name: command[0], Command: args, Env: env})
 	if err := k8s.Create(ctx, job); err != nil {
 		t.Fatal(err)
 	}
@@ -208,6 +182,35 @@ func storeJobVia(t *testing.T, ns, name, master string, env []corev1.EnvVar, key
 		return false, fmt.Sprintf("%+v", j.Status)
 	})
 	return jobLog(t, ns, name)
+}
+
+// scriptJob is a Job of one restricted pod on the real node that runs c in the Mooncake image,
+// with the ConfigMap of the same name mounted at /scripts.
+func scriptJob(ns, name string, c corev1.Container) *batchv1.Job {
+	c.Image, c.ImagePullPolicy = images.Mooncake, corev1.PullNever
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "scripts", MountPath: "/scripts"})
+	c.SecurityContext = &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To(int32(0)),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				NodeSelector:  localcluster.RealNodeSelector(),
+				Tolerations:   []corev1.Toleration{localcluster.RealNodeToleration()},
+				SecurityContext: &corev1.PodSecurityContext{
+					RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)), RunAsGroup: ptr.To(int64(65532)),
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				},
+				Containers: []corev1.Container{c},
+				Volumes: []corev1.Volume{{Name: "scripts", VolumeSource: corev1.VolumeSource{
+					ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}},
+			}},
+		},
+	}
 }
 
 // jobLog is the log of a Job's pods.

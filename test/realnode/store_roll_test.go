@@ -24,7 +24,6 @@ import (
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/images"
 	"github.com/hicache-io/hicache-operator/internal/kubeutil"
-	"github.com/hicache-io/hicache-operator/internal/localcluster"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
@@ -343,32 +342,7 @@ func startReader(t *testing.T, ns, name string, keys []string, size int, d time.
 	master := fmt.Sprintf("%s-master.%s.svc:%d", backendName, ns, 50051)
 	loop := fmt.Sprintf(`end=$(( $(date +%%s) + %d )); while [ $(date +%%s) -lt $end ]; do python3 /scripts/store.py --master %s verify --size %d --keys-file /scripts/keys.txt 2>/dev/null || echo '{"failed": 1}'; done`,
 		int(d.Seconds()), master, size)
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: batchv1.JobSpec{
-			BackoffLimit: ptr.To(int32(0)),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever,
-				NodeSelector:  localcluster.RealNodeSelector(),
-				Tolerations:   []corev1.Toleration{localcluster.RealNodeToleration()},
-				SecurityContext: &corev1.PodSecurityContext{
-					RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)), RunAsGroup: ptr.To(int64(65532)),
-					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-				},
-				Containers: []corev1.Container{{
-					Name: "read", Image: images.Mooncake, ImagePullPolicy: corev1.PullNever,
-					Command:      []string{"sh", "-c", loop},
-					VolumeMounts: []corev1.VolumeMount{{Name: "scripts", MountPath: "/scripts"}},
-					SecurityContext: &corev1.SecurityContext{
-						AllowPrivilegeEscalation: ptr.To(false),
-						Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-					},
-				}},
-				Volumes: []corev1.Volume{{Name: "scripts", VolumeSource: corev1.VolumeSource{
-					ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}},
-			}},
-		},
-	}
+	job := scriptJob(ns, name, corev1.Container{Name: "read", Command: []string{"sh", "-c", loop}})
 	if err := k8s.Create(ctx, job); err != nil {
 		t.Fatal(err)
 	}
