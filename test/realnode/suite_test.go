@@ -82,7 +82,9 @@ func run(m *testing.M) int {
 	began := time.Now()
 	var err error
 	cluster, err = localcluster.Start(ctx, localcluster.Options{
-		Nodes:    localcluster.GPUNodes(2, 8),
+		// Each test leaves its namespace, and its serving group, until the package ends: six tests
+		// run a Qwen3 group of 4 GPUs, 24 in all, so three 8-GPU nodes, and one to spare.
+		Nodes:    localcluster.GPUNodes(4, 8),
 		RealNode: &localcluster.RealNodeOptions{},
 		Progress: os.Stderr,
 		KeepDir:  os.Getenv("REALNODE_KEEP") != "",
