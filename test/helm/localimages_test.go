@@ -1,9 +1,6 @@
 package helm
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"maps"
 	"os"
 	"path/filepath"
@@ -141,32 +138,13 @@ func walkImages(obj any, f func(string)) {
 // the source text of its default.
 func managerImageFlagDefaults(t *testing.T) map[string]string {
 	t.Helper()
-	path := filepath.Join(repoRoot(), "cmd", "manager", "main.go")
-	src, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file, err := parser.ParseFile(token.NewFileSet(), path, src, 0)
-	if err != nil {
-		t.Fatalf("parsing %s: %v", path, err)
-	}
+	defs, _, _ := managerFlagDefs(t)
 	out := map[string]string{}
-	ast.Inspect(file, func(n ast.Node) bool {
-		call, ok := n.(*ast.CallExpr)
-		if !ok || len(call.Args) != 4 {
-			return true
+	for _, d := range defs {
+		if d.fn == "StringVar" && strings.HasSuffix(d.name, "-image") {
+			out[d.name] = d.def
 		}
-		sel, ok := call.Fun.(*ast.SelectorExpr)
-		if !ok || sel.Sel.Name != "StringVar" {
-			return true
-		}
-		lit, ok := call.Args[1].(*ast.BasicLit)
-		if !ok || !strings.HasSuffix(strings.Trim(lit.Value, `"`), "-image") {
-			return true
-		}
-		out[strings.Trim(lit.Value, `"`)] = string(src[call.Args[2].Pos()-file.FileStart : call.Args[2].End()-file.FileStart])
-		return true
-	})
+	}
 	return out
 }
 

@@ -580,6 +580,33 @@ func TestFlagsAreTheManagers(t *testing.T) {
 // and the flags zap.Options binds.
 func managerFlags(t *testing.T) map[string]bool {
 	t.Helper()
+	defs, src, path := managerFlagDefs(t)
+	defined := map[string]bool{}
+	for _, d := range defs {
+		defined[d.name] = true
+	}
+	if !strings.Contains(string(src), "BindFlags(flag.CommandLine)") {
+		t.Fatalf("%s no longer binds zap's flags; update this test", path)
+	}
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	(&zap.Options{}).BindFlags(fs)
+	fs.VisitAll(func(f *flag.Flag) { defined[f.Name] = true })
+	if len(defined) < 5 {
+		t.Fatalf("found only %v in %s; the parser missed the flag definitions", defined, path)
+	}
+	return defined
+}
+
+// flagDef is one flag defined in cmd/manager/main.go: the flag package's function that defines
+// it, its name, and the source text of its default value.
+type flagDef struct {
+	fn, name, def string
+}
+
+// managerFlagDefs parses cmd/manager/main.go for its flag.X and flag.XVar calls, and returns them
+// with the file's source and path.
+func managerFlagDefs(t *testing.T) ([]flagDef, []byte, string) {
+	t.Helper()
 	path := filepath.Join(repoRoot(), "cmd", "manager", "main.go")
 	src, err := os.ReadFile(path)
 	if err != nil {
@@ -589,7 +616,7 @@ func managerFlags(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatalf("parsing %s: %v", path, err)
 	}
-	defined := map[string]bool{}
+	var defs []flagDef
 	ast.Inspect(file, func(n ast.Node) bool {
 		call, ok := n.(*ast.CallExpr)
 		if !ok {
@@ -606,26 +633,22 @@ func managerFlags(t *testing.T) map[string]bool {
 		if strings.HasSuffix(sel.Sel.Name, "Var") {
 			nameArg = 1
 		}
-		if len(call.Args) <= nameArg {
+		if len(call.Args) <= nameArg+1 {
 			return true
 		}
-		if lit, ok := call.Args[nameArg].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-			if name, err := strconv.Unquote(lit.Value); err == nil {
-				defined[name] = true
-			}
+		lit, ok := call.Args[nameArg].(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return true
 		}
+		name, err := strconv.Unquote(lit.Value)
+		if err != nil {
+			return true
+		}
+		def := call.Args[nameArg+1]
+		defs = append(defs, flagDef{fn: sel.Sel.Name, name: name, def: string(src[def.Pos()-file.FileStart : def.End()-file.FileStart])})
 		return true
 	})
-	if !strings.Contains(string(src), "BindFlags(flag.CommandLine)") {
-		t.Fatalf("%s no longer binds zap's flags; update this test", path)
-	}
-	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
-	(&zap.Options{}).BindFlags(fs)
-	fs.VisitAll(func(f *flag.Flag) { defined[f.Name] = true })
-	if len(defined) < 5 {
-		t.Fatalf("found only %v in %s; the parser missed the flag definitions", defined, path)
-	}
-	return defined
+	return defs, src, path
 }
 
 // The chart ships config/admission's policy guarding spec.allowInUse and the ClusterRole that
