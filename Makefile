@@ -52,6 +52,10 @@ unit: ## Unit tests: pure logic, no cluster
 test: ## Every test: unit, integration (real kube-apiserver, etcd, scheduler, kwok, Mooncake master), e2e
 	hack/test.sh
 
+.PHONY: bench-scale
+bench-scale: ## The scale benchmark: N = 50, 200, 1000 deployments, the manager binary against the raw baseline (BENCH_N=200 for one N); writes docs/benchmarks.md
+	go test -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 4h -v ./test/scale/
+
 ##@ Local cluster
 
 .PHONY: local-up

@@ -345,14 +345,8 @@ func masterName(cb string) string { return cb + "-master" }
 // and whether a master is there to probe.
 func (r *CacheBackendReconciler) reconcileMaster(ctx context.Context, cb *hicachev1alpha1.CacheBackend) (*hicachev1alpha1.BackendEndpoints, bool, error) {
 	m := cb.Spec.Mooncake
-	ep := &hicachev1alpha1.BackendEndpoints{MetadataServer: m.MetadataServer}
-	if ep.MetadataServer == "" {
-		ep.MetadataServer = hicachev1alpha1.DefaultMetadataServer
-	}
-	ep.ClusterID = haClusterID(cb)
+	ep := specEndpoints(cb)
 	if m.External != nil {
-		ep.RPCAddress, ep.AdminURL = m.External.RPCAddress, m.External.AdminURL
-		ep.MetricsPort = explicitPort(m.External.AdminURL)
 		return ep, true, nil
 	}
 	image := m.Managed.Image
@@ -384,6 +378,22 @@ func (r *CacheBackendReconciler) reconcileMaster(ctx context.Context, cb *hicach
 		return nil, false, fmt.Errorf("reading Deployment %s: %w", dep.Name, err)
 	}
 	return ep, cur.Status.AvailableReplicas > 0, nil
+}
+
+// specEndpoints are the endpoints a backend's spec alone says: all of them for an external master,
+// all but the RPC and admin addresses for a managed one.
+func specEndpoints(cb *hicachev1alpha1.CacheBackend) *hicachev1alpha1.BackendEndpoints {
+	m := cb.Spec.Mooncake
+	ep := &hicachev1alpha1.BackendEndpoints{MetadataServer: m.MetadataServer}
+	if ep.MetadataServer == "" {
+		ep.MetadataServer = hicachev1alpha1.DefaultMetadataServer
+	}
+	ep.ClusterID = haClusterID(cb)
+	if m.External != nil {
+		ep.RPCAddress, ep.AdminURL = m.External.RPCAddress, m.External.AdminURL
+		ep.MetricsPort = explicitPort(m.External.AdminURL)
+	}
+	return ep
 }
 
 // explicitPort is the port an admin URL names, 0 when it names none.

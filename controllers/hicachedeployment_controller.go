@@ -21,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -255,12 +256,15 @@ func (r *HiCacheDeploymentReconciler) backendEndpoints(ctx context.Context, hcd 
 		}
 		return nil, nil, &conditionError{hicachev1alpha1.ReasonBackendNotReady, msg + "; serving groups start once it is"}
 	}
-	be := &resolve.Backend{Name: name, RPCAddress: cb.Status.Endpoints.RPCAddress, MetadataServer: cb.Status.Endpoints.MetadataServer,
-		ClusterID: cb.Status.Endpoints.ClusterID}
+	return backendOf(name, cb.Status.Endpoints), &cb, nil
+}
+
+// backendOf is what the ranks of a deployment are told of the backend name that publishes ep.
+func backendOf(name string, ep *hicachev1alpha1.BackendEndpoints) *resolve.Backend {
 	// Ranks ask the master's admin port too (master_metrics_port), which the backend publishes
 	// (none for an external admin URL that names no port: SGLang's default then).
-	be.MetricsPort = int(cb.Status.Endpoints.MetricsPort)
-	return be, &cb, nil
+	return &resolve.Backend{Name: name, RPCAddress: ep.RPCAddress, MetadataServer: ep.MetadataServer,
+		ClusterID: ep.ClusterID, MetricsPort: int(ep.MetricsPort)}
 }
 
 // reconcileChildren renders the deployment and applies its ConfigMap and client Service, then
@@ -278,28 +282,18 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 	if err := r.ensureKeys(ctx, hcd); err != nil {
 		return err
 	}
-	// Build every group first: nothing is written unless the whole deployment renders.
-	desired := make([]*appsv1.StatefulSet, res.Replicas)
-	for g := range res.Replicas {
-		sts, err := buildGroup(hcd, res, obs.backend, g, image)
-		if err != nil {
-			return reconcile.TerminalError(fmt.Errorf("rendering serving group %d: %w", g, err))
-		}
-		desired[g] = sts
-		obs.desired[g] = sts.Annotations[hicachev1alpha1.AnnotationTemplateHash]
-	}
-	_, mcfg, err := serverConfig(hcd, res, obs.backend, 0)
+	rd, err := render(hcd, res, obs.backend, image)
 	if err != nil {
-		return reconcile.TerminalError(fmt.Errorf("rendering the Mooncake configuration: %w", err))
-	}
-	cm, err := buildConfigMap(hcd, res, mcfg)
-	if err != nil {
-		return fmt.Errorf("rendering the ConfigMap: %w", err)
-	}
-	if _, err := a.apply(ctx, cm, &corev1.ConfigMap{}); err != nil {
 		return err
 	}
-	if _, err := a.apply(ctx, buildClientService(hcd), &corev1.Service{}); err != nil {
+	desired := rd.groups
+	for g, sts := range desired {
+		obs.desired[g] = sts.Annotations[hicachev1alpha1.AnnotationTemplateHash]
+	}
+	if _, err := a.apply(ctx, rd.configMap, &corev1.ConfigMap{}); err != nil {
+		return err
+	}
+	if _, err := a.apply(ctx, rd.clientService, &corev1.Service{}); err != nil {
 		return err
 	}
 	if err := r.reconcileRouter(ctx, hcd); err != nil {
@@ -576,6 +570,7 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.DeploymentWorkers}).
 		For(&hicachev1alpha1.HiCacheDeployment{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&appsv1.Deployment{}).

@@ -39,6 +39,8 @@ const (
 	DefaultProbeTimeout = 3 * time.Second
 	// DefaultBackendWorkers is how many backends are reconciled (and probed) at once.
 	DefaultBackendWorkers = 4
+	// DefaultDeploymentWorkers is how many HiCacheDeployments are reconciled at once.
+	DefaultDeploymentWorkers = 1
 )
 
 // FieldOwner is the server-side apply field manager of everything the operator writes.
@@ -52,6 +54,8 @@ type Options struct {
 	ProbeTimeout time.Duration
 	// BackendWorkers is how many CacheBackends are reconciled at once.
 	BackendWorkers int
+	// DeploymentWorkers is how many HiCacheDeployments are reconciled at once.
+	DeploymentWorkers int
 	// DefaultSGLangImage is used when a HiCacheDeployment names no image.
 	DefaultSGLangImage string
 	// DefaultMooncakeImage is used when a managed CacheBackend names no image.
@@ -120,6 +124,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BackendWorkers <= 0 {
 		o.BackendWorkers = DefaultBackendWorkers
+	}
+	if o.DeploymentWorkers <= 0 {
+		o.DeploymentWorkers = DefaultDeploymentWorkers
 	}
 	if o.DefaultSGLangImage == "" {
 		o.DefaultSGLangImage = DefaultSGLangImage

@@ -35,6 +35,9 @@ func main() {
 		flushRunner     string
 		flushPython     string
 		shutdownTimeout time.Duration
+		pprofAddr       string
+		apiQPS          float64
+		apiBurst        int
 		opts            controllers.Options
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to (0 disables it)")
@@ -45,6 +48,10 @@ func main() {
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to watch (empty: all)")
 	flag.DurationVar(&opts.BackendPollInterval, "backend-poll-interval", controllers.DefaultBackendPollInterval, "How often a CacheBackend's master is probed for health and capacity")
 	flag.DurationVar(&opts.ProbeTimeout, "backend-probe-timeout", controllers.DefaultProbeTimeout, "How long one probe of a CacheBackend's admin API (health and metrics together) may take")
+	flag.IntVar(&opts.DeploymentWorkers, "deployment-workers", controllers.DefaultDeploymentWorkers, "How many HiCacheDeployments are reconciled at once")
+	flag.Float64Var(&apiQPS, "kube-api-qps", -1, "Requests per second the manager sends to the API server at most, in the long run (negative: no client-side limit; the API server's priority and fairness limits it)")
+	flag.IntVar(&apiBurst, "kube-api-burst", 0, "Requests the manager may send at once above --kube-api-qps (with a positive --kube-api-qps; 0: twice it)")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address Go's profiling endpoints (/debug/pprof/) bind to (empty disables them; they show the process's memory and stacks, so bind a local address only)")
 	flag.IntVar(&opts.BackendWorkers, "backend-workers", controllers.DefaultBackendWorkers, "How many CacheBackends are reconciled and probed at once")
 	flag.DurationVar(&shutdownTimeout, "shutdown-timeout", 8*time.Second, "How long the controllers may take to stop after SIGTERM; past it the process exits without releasing the leader lease (keep it below the pod's terminationGracePeriodSeconds)")
 	flag.StringVar(&opts.DefaultSGLangImage, "default-sglang-image", controllers.DefaultSGLangImage, "SGLang image for deployments that name none")
@@ -70,6 +77,14 @@ func main() {
 		os.Exit(2)
 	}
 	opts.FlushMaxAttempts = int32(maxAttempts)
+	if opts.DeploymentWorkers < 1 || opts.DeploymentWorkers > 64 {
+		log.Error(nil, "--deployment-workers must be between 1 and 64", "deployment-workers", opts.DeploymentWorkers)
+		os.Exit(2)
+	}
+	if apiBurst < 0 {
+		log.Error(nil, "--kube-api-burst must not be negative", "kube-api-burst", apiBurst)
+		os.Exit(2)
+	}
 
 	switch flushRunner {
 	case "job":
@@ -104,10 +119,16 @@ func main() {
 		}
 	}
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = float32(apiQPS), apiBurst
+	if apiQPS > 0 && apiBurst == 0 {
+		cfg.Burst = int(2 * apiQPS)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "hicache-operator.hicache.io",
 		LeaderElectionNamespace: leaderElectNS,

@@ -142,6 +142,21 @@ func TestManagerRefusesABadFlushRunner(t *testing.T) {
 	}
 }
 
+func TestManagerRefusesBadWorkersAndRateLimits(t *testing.T) {
+	bin := buildManager(t)
+	for _, c := range []struct{ flag, says string }{
+		{"--deployment-workers=0", "--deployment-workers must be between 1 and 64"},
+		{"--deployment-workers=65", "--deployment-workers must be between 1 and 64"},
+		{"--kube-api-burst=-1", "--kube-api-burst must not be negative"},
+	} {
+		out, err := exec.Command(bin, c.flag).CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), c.says) {
+			t.Errorf("manager %s: %v\n%s\nwant exit 2 and %q", c.flag, err, out, c.says)
+		}
+	}
+}
+
 // runningManager is one manager process of a test.
 type runningManager struct {
 	cmd    *exec.Cmd

@@ -1,0 +1,52 @@
+package controllers
+
+import (
+	"fmt"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+)
+
+// RenderChildren is what the controller writes for a new deployment, in its order, each applied
+// object stamped as the applier stamps it.
+func TestRenderChildren(t *testing.T) {
+	h := loadSample(t, "hicachedeployment_deepseek_v4.yaml")
+	h.Namespace, h.UID = "default", "hcd-uid"
+	cb := &hicachev1alpha1.CacheBackend{ObjectMeta: metav1.ObjectMeta{Name: h.Spec.Storage.BackendRef.Name, Namespace: "default"},
+		Spec: hicachev1alpha1.CacheBackendSpec{Type: hicachev1alpha1.BackendMooncake, Mooncake: &hicachev1alpha1.MooncakeSpec{
+			External: &hicachev1alpha1.ExternalMooncake{RPCAddress: "10.0.0.9:50051", AdminURL: "http://10.0.0.9:9003"}}}}
+	objs, err := RenderChildren(h, cb, Options{DefaultSGLangImage: "sglang:test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		got = append(got, fmt.Sprintf("%T %s", o, o.GetName()))
+		if o.GetAnnotations()[hicachev1alpha1.AnnotationAppliedHash] == "" && fmt.Sprintf("%T", o) != "*v1.Secret" {
+			t.Errorf("%T %s has no applied hash", o, o.GetName())
+		}
+	}
+	want := fmt.Sprint([]string{"*v1.Secret " + h.Name + "-sglang-admin", "*v1.ConfigMap " + h.Name + "-hicache", "*v1.Service " + h.Name,
+		"*v1.NetworkPolicy " + h.Name + "-sglang", "*v1.Service " + h.Name + "-0", "*v1.NetworkPolicy " + h.Name + "-0", "*v1.StatefulSet " + h.Name + "-0"})
+	if fmt.Sprint(got) != want {
+		t.Errorf("RenderChildren =\n%v\nwant\n%v", got, want)
+	}
+	// The StatefulSet is the one the controller builds, with the backend's endpoints from its spec
+	// before it is probed.
+	sts := objs[len(objs)-1]
+	built, err := buildGroup(h, mustResolve(t, h), backendOf(cb.Name, specEndpoints(cb)), 0, "sglang:test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stampAppliedHash(built); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := sts.GetAnnotations()[hicachev1alpha1.AnnotationAppliedHash], built.Annotations[hicachev1alpha1.AnnotationAppliedHash]; a != b {
+		t.Errorf("rendered StatefulSet hash %s, built %s", a, b)
+	}
+	if _, err := RenderChildren(h, nil, Options{}); err == nil {
+		t.Error("RenderChildren of a deployment with storage and no backend succeeded")
+	}
+}
