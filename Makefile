@@ -41,7 +41,7 @@ build: ## Build the manager and the kubectl plugin into bin/
 	go build -o $(BIN)/kubectl-hicache ./cmd/kubectl-hicache
 
 .PHONY: images
-images: ## Build the local images into bin/images/*.tar: operator, Mooncake, pause, SGLang stand-in (cached on content; FORCE=1 rebuilds)
+images: ## Build the local images into bin/images/*.tar: operator, Mooncake, etcd, router, pause, SGLang stand-in (cached on content; FORCE=1 rebuilds)
 	go run ./cmd/imagebuild $(if $(FORCE),-force)
 
 .PHONY: unit

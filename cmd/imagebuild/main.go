@@ -225,6 +225,8 @@ func (b *builder) recipe(img images.Image) (recipe, error) {
 			User:       "65532:65532",
 			Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		})
+	case "etcd":
+		return b.etcdRecipe(img)
 	case "mooncake":
 		return b.mooncakeRecipe(img)
 	case "router":
@@ -280,6 +282,92 @@ func (b *builder) goRecipe(img images.Image, pkg, binary string, cfg v1.Config) 
 		}
 		return imagebuild.Spec{Ref: img.Ref, RootFS: stage, Config: cfg}, nil
 	}}, nil
+}
+
+// etcdModule is the tools module that pins the control plane's etcd (hack/tools.sh builds
+// bin/etcd from it); the etcd image is built from the same module with the same flags.
+const etcdModule = "hack/tools/etcd"
+
+// etcdBinary is where the etcd image holds the server, as the upstream etcd images do.
+const etcdBinary = "usr/local/bin/etcd"
+
+// etcdRecipe is images/etcd/Dockerfile's content: the static etcd server of the pinned module
+// (CGO_ENABLED=0) alone on an empty base, non-root. Its key covers the module's go.mod and
+// go.sum (which pin every source it builds), the Go release, the build flags and the config.
+func (b *builder) etcdRecipe(img images.Image) (recipe, error) {
+	dir := filepath.Join(b.root, etcdModule)
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "go.etcd.io/etcd/server/v3")
+	cmd.Dir, cmd.Stderr = dir, os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return recipe{}, fmt.Errorf("reading the etcd pin of %s: %w", etcdModule, err)
+	}
+	version := strings.TrimSpace(string(out))
+	if version != images.EtcdVersion {
+		return recipe{}, fmt.Errorf("%s pins go.etcd.io/etcd/server/v3 %s but internal/images.EtcdVersion is %s: change both together", etcdModule, version, images.EtcdVersion)
+	}
+	cfg := etcdConfig()
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return recipe{}, err
+	}
+	inputs, err := fileInputs(b.root, []string{filepath.Join(dir, "go.mod"), filepath.Join(dir, "go.sum")})
+	if err != nil {
+		return recipe{}, err
+	}
+	flags := etcdBuildFlags(version)
+	inputs = append(inputs,
+		imagebuild.Input{Name: "format", Data: []byte(buildFormat)},
+		imagebuild.Input{Name: "go", Data: []byte(b.goVersion + " linux/" + runtime.GOARCH)},
+		imagebuild.Input{Name: "go build", Data: []byte(strings.Join(flags, "\x00"))},
+		imagebuild.Input{Name: "config", Data: cfgJSON},
+	)
+	return recipe{inputs: inputs, build: func(stage string) (imagebuild.Spec, error) {
+		logf("%s: go build go.etcd.io/etcd/server/v3 %s (CGO_ENABLED=0)", img.Ref, version)
+		bin := filepath.Join(stage, etcdBinary)
+		//nolint:gosec // G301: the image's /usr/local/bin must be traversable by its non-root user
+		if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+			return imagebuild.Spec{}, err
+		}
+		args := append(append([]string{"build"}, flags...), "-o", bin, "go.etcd.io/etcd/server/v3")
+		cmd := exec.Command("go", args...)
+		// As hack/tools.sh builds bin/etcd: the tools module resolves what its go.sum pins.
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH, "GOFLAGS=-mod=mod")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return imagebuild.Spec{}, fmt.Errorf("go build go.etcd.io/etcd/server/v3: %w", err)
+		}
+		// Fixed times and modes (whatever the umask) make the layer's digest depend on the binary
+		// only, and every directory traversable by the image's user.
+		for p := bin; p != stage; p = filepath.Dir(p) {
+			//nolint:gosec // G302: the image's directories and its server are read and run by its non-root user
+			if err := os.Chmod(p, 0o755); err != nil {
+				return imagebuild.Spec{}, err
+			}
+			if err := os.Chtimes(p, time.Unix(0, 0), time.Unix(0, 0)); err != nil {
+				return imagebuild.Spec{}, err
+			}
+		}
+		return imagebuild.Spec{Ref: img.Ref, RootFS: stage, Config: cfg}, nil
+	}}, nil
+}
+
+// etcdBuildFlags are hack/tools.sh's flags for etcd: the version stamped where etcd reads its
+// git revision.
+func etcdBuildFlags(version string) []string {
+	return []string{"-trimpath", "-ldflags", "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=" + version}
+}
+
+// etcdConfig is what images/etcd/Dockerfile's final stage sets: the server as the entrypoint,
+// run as the distroless nonroot user.
+func etcdConfig() v1.Config {
+	return v1.Config{
+		Entrypoint: []string{"/" + etcdBinary},
+		User:       "65532:65532",
+		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Labels:     map[string]string{imagebuild.LabelEtcdVersion: images.EtcdVersion},
+	}
 }
 
 const rootfsScript = "hack/mooncake-rootfs.sh"

@@ -20,12 +20,21 @@ func inputNames(in []imagebuild.Input) []string {
 	return n
 }
 
-// The operator's key covers the manager's own sources and what it links from this module, and
-// nothing else: a change to the kubectl plugin or to a test does not rebuild the image.
-func TestOperatorKeyCoversWhatTheManagerLinks(t *testing.T) {
+// atRoot makes the repository root the working directory, as make images runs the builder.
+func atRoot(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("go.mod"); err == nil {
+		return
+	}
 	if err := os.Chdir("../.."); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The operator's key covers the manager's own sources and what it links from this module, and
+// nothing else: a change to the kubectl plugin or to a test does not rebuild the image.
+func TestOperatorKeyCoversWhatTheManagerLinks(t *testing.T) {
+	atRoot(t)
 	b, err := newBuilder(false, "")
 	if err != nil {
 		t.Fatal(err)
@@ -55,5 +64,41 @@ func TestOperatorKeyCoversWhatTheManagerLinks(t *testing.T) {
 	}
 	if imagebuild.Key(other.inputs) == imagebuild.Key(r.inputs) {
 		t.Error("a different image config (no user) gives the same key")
+	}
+}
+
+// The etcd image is built from the module that pins the control plane's etcd, with the flags
+// hack/tools.sh builds bin/etcd with: its key covers that module's go.mod and go.sum (which pin
+// every source) and no file of this module, so an operator change does not rebuild it.
+func TestEtcdKeyCoversThePinnedModule(t *testing.T) {
+	atRoot(t)
+	b, err := newBuilder(false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.recipe(images.Image{Name: "etcd", Ref: images.Etcd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := inputNames(r.inputs)
+	want := []string{"hack/tools/etcd/go.mod", "hack/tools/etcd/go.sum", "format", "go", "go build", "config"}
+	if !slices.Equal(names, want) {
+		t.Errorf("the etcd image's key covers %q, want %q", names, want)
+	}
+	tools, err := os.ReadFile("hack/tools.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// hack/tools.sh stamps the pinned version as etcd's git revision; so does the image.
+	stamp := "-X go.etcd.io/etcd/api/v3/version.GitSHA=${v}"
+	if !strings.Contains(string(tools), stamp) {
+		t.Fatalf("hack/tools.sh no longer builds etcd with %q: build the image with its flags", stamp)
+	}
+	flags := strings.Join(etcdBuildFlags(images.EtcdVersion), " ")
+	if !strings.Contains(flags, strings.ReplaceAll(stamp, "${v}", images.EtcdVersion)) || !strings.Contains(flags, "-trimpath") {
+		t.Errorf("the etcd image is built with %q, not hack/tools.sh's flags", flags)
+	}
+	if c := etcdConfig(); c.User != "65532:65532" || !slices.Equal(c.Entrypoint, []string{"/usr/local/bin/etcd"}) {
+		t.Errorf("etcd image config %+v: want /usr/local/bin/etcd run as 65532:65532", c)
 	}
 }

@@ -83,3 +83,6 @@ const (
 	LabelMooncakeVersion = "org.opencontainers.image.version"
 	LabelBase            = "org.opencontainers.image.base.name"
 )
+
+// LabelEtcdVersion is the etcd image's label of the etcd release it carries.
+const LabelEtcdVersion = "org.opencontainers.image.version"

@@ -51,6 +51,14 @@ const (
 	// Router is the router image: the Mooncake image's Debian and python3 with the pinned smg
 	// wheel (python3 -m smg.launch_router) and what its launcher imports.
 	Router = "localhost/smg:" + RouterVersion
+
+	// EtcdVersion is the etcd release of the local control plane (hack/tools/etcd/go.mod pins
+	// go.etcd.io/etcd/server/v3 at it) and of the etcd image; a test checks both.
+	EtcdVersion = "v3.6.16"
+	// Etcd is the etcd image: the static etcd server built from that module, alone on an empty
+	// base. It is the default of the etcd the operator runs for backends with HA masters
+	// (spec.mooncake.managed.ha.etcd.managed).
+	Etcd = "localhost/etcd:" + EtcdVersion
 )
 
 // Image is one locally built image: its reference and the file `make images` writes it to,
@@ -69,6 +77,7 @@ var All = []Image{
 	{Name: "pause", Ref: Pause, File: "pause.tar"},
 	{Name: "sglang-standin", Ref: SGLangStandin, File: "sglang-standin.tar"},
 	{Name: "operator", Ref: Operator, File: "hicache-operator.tar"},
+	{Name: "etcd", Ref: Etcd, File: "etcd.tar"},
 	{Name: "mooncake", Ref: Mooncake, File: "mooncake.tar"},
 	// In a directory of its own: a real node imports the tarballs of bin/images itself, and only
 	// the tests that run a router need this one.
@@ -91,6 +100,7 @@ func LocalChartValues() map[string]any {
 		"defaults": map[string]any{
 			"mooncakeImage": Mooncake,
 			"routerImage":   Router,
+			"etcdImage":     Etcd,
 		},
 	}
 }

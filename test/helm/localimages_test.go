@@ -66,8 +66,10 @@ func TestEveryNamedImageHasABuild(t *testing.T) {
 			name(controllers.DefaultMooncakeImage, "--"+flag+" (controllers.DefaultMooncakeImage)")
 		case "controllers.DefaultRouterImage":
 			name(controllers.DefaultRouterImage, "--"+flag+" (controllers.DefaultRouterImage)")
+		case "controllers.DefaultEtcdImage":
+			name(controllers.DefaultEtcdImage, "--"+flag+" (controllers.DefaultEtcdImage)")
 		default:
-			t.Errorf("cmd/manager's --%s defaults to %s; this test knows controllers.DefaultSGLangImage, controllers.DefaultMooncakeImage and controllers.DefaultRouterImage", flag, def)
+			t.Errorf("cmd/manager's --%s defaults to %s; this test knows controllers.DefaultSGLangImage, controllers.DefaultMooncakeImage, controllers.DefaultRouterImage and controllers.DefaultEtcdImage", flag, def)
 		}
 	}
 	if len(managerImageFlagDefaults(t)) < 2 {
@@ -102,7 +104,7 @@ func TestEveryNamedImageHasABuild(t *testing.T) {
 			t.Errorf("%s names %s, which make images does not build (it builds %s) and which is not %s", named[ref], ref, strings.Join(slices.Sorted(maps.Keys(built)), ", "), upstreamSGLang)
 		}
 	}
-	for _, want := range []string{images.Operator, images.Mooncake, upstreamSGLang} {
+	for _, want := range []string{images.Operator, images.Mooncake, images.Etcd, upstreamSGLang} {
 		if _, ok := named[want]; !ok {
 			t.Errorf("no default names %s (found %v)", want, refs)
 		}
@@ -174,5 +176,8 @@ func TestLocalImageValues(t *testing.T) {
 	}
 	if got := args(t, c)["default-mooncake-image"]; got != images.Mooncake {
 		t.Errorf("with the local values --default-mooncake-image=%q, want %s", got, images.Mooncake)
+	}
+	if got := args(t, c)["default-etcd-image"]; got != images.Etcd {
+		t.Errorf("with the local values --default-etcd-image=%q, want %s", got, images.Etcd)
 	}
 }

@@ -418,3 +418,64 @@ func upstream(v string) string {
 	}
 	return v
 }
+
+var goModPinRe = regexp.MustCompile(`(?m)^\s*go\.etcd\.io/etcd/server/v3 (v\S+)`)
+
+// The etcd image is what images/etcd/Dockerfile ships: the static etcd server of the control
+// plane's pin, alone, as the Dockerfile's entrypoint and user; the binary reports that release.
+func TestEtcdImageMatchesDockerfile(t *testing.T) {
+	final, stages := finalStage(t, "images/etcd/Dockerfile")
+	const bin = "usr/local/bin/etcd"
+	im := load(t, images.Etcd, func(n string, _ *tar.Header) bool { return n == bin })
+	c := im.cfg.Config
+	if !slices.Equal(final.Entrypoint, c.Entrypoint) || !slices.Equal(c.Entrypoint, []string{"/" + bin}) {
+		t.Errorf("entrypoint: Dockerfile %q, image %q, want [/%s]", final.Entrypoint, c.Entrypoint, bin)
+	}
+	if d := cmp.Diff(final.Cmd, c.Cmd, cmpopts.EquateEmpty()); d != "" {
+		t.Errorf("cmd (-Dockerfile +image):\n%s", d)
+	}
+	if final.User != c.User {
+		t.Errorf("user: Dockerfile %q, image %q", final.User, c.User)
+	}
+	nonRoot(t, c.User)
+
+	// One release: the Dockerfile's ARG, the tools module's pin (bin/etcd), the image's label.
+	mod, err := os.ReadFile(filepath.Join(root, "hack", "tools", "etcd", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin := goModPinRe.FindSubmatch(mod)
+	if pin == nil || string(pin[1]) != images.EtcdVersion {
+		t.Errorf("hack/tools/etcd/go.mod pins etcd %q, internal/images.EtcdVersion is %s", pin, images.EtcdVersion)
+	}
+	for i, s := range stages {
+		if v := s.Args["ETCD_VERSION"]; v != images.EtcdVersion {
+			t.Errorf("images/etcd/Dockerfile stage %d has ETCD_VERSION %q, want %s", i, v, images.EtcdVersion)
+		}
+	}
+	if v := c.Labels[imagebuild.LabelEtcdVersion]; v != images.EtcdVersion {
+		t.Errorf("image label %s=%q, want %s", imagebuild.LabelEtcdVersion, v, images.EtcdVersion)
+	}
+	if !slices.ContainsFunc(stages[0].Runs, func(r string) bool {
+		return strings.Contains(r, "CGO_ENABLED=0") && strings.Contains(r, "go.etcd.io/etcd/server/v3") &&
+			strings.Contains(r, "version.GitSHA=${ETCD_VERSION}")
+	}) {
+		t.Errorf("the Dockerfile's build stage no longer builds go.etcd.io/etcd/server/v3 statically with its version stamped: %q", stages[0].Runs)
+	}
+
+	h := im.files[bin]
+	if h == nil || h.Typeflag != tar.TypeReg || h.Mode&0o005 != 0o005 {
+		t.Fatalf("the image has no /%s executable by other users (the non-root user): %+v", bin, h)
+	}
+	static(t, "/"+bin, im.data[bin])
+	out, err := run(t, im.data[bin], "--version").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "etcd Version: "+strings.TrimPrefix(images.EtcdVersion, "v")+"\n") ||
+		!strings.Contains(string(out), "Git SHA: "+images.EtcdVersion+"\n") {
+		t.Errorf("/%s --version (%v) does not report etcd %s:\n%s", bin, err, images.EtcdVersion, out)
+	}
+	for n := range im.files {
+		if h := im.files[n]; h.Typeflag == tar.TypeReg && n != bin {
+			t.Errorf("the image holds /%s; want the etcd server alone on an empty base", n)
+		}
+	}
+}
