@@ -114,6 +114,7 @@ func (r *CacheBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	s := newScope(r.Client, &cb, &backendObs{}, r.Clock.Now())
 	return kindSteps[*hicachev1alpha1.CacheBackend, *backendObs]{
 		phases: []phase[*backendScope]{
+			{"apply the etcd", r.applyEtcd},
 			{"apply the master", r.applyMaster},
 			{"probe the master", r.probeMaster},
 			{"roll the store pods", r.rollStores},
@@ -125,6 +126,15 @@ func (r *CacheBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		},
 		announce: r.announce,
 	}.run(ctx, s)
+}
+
+// applyEtcd runs the etcd of a backend whose HA masters ask for a managed one, and counts its
+// members; it removes one the backend no longer asks for.
+func (r *CacheBackendReconciler) applyEtcd(ctx context.Context, s *backendScope) (step, error) {
+	if err := r.reconcileEtcd(ctx, s.obj, &s.obj.Status); err != nil {
+		return proceed, statusUnknown(fmt.Errorf("applying the managed etcd: %w", err))
+	}
+	return proceed, nil
 }
 
 // applyMaster applies a managed master's children; the endpoints of either kind follow from
@@ -204,6 +214,7 @@ func backendStatus(stored *hicachev1alpha1.CacheBackendStatus, cb *hicachev1alph
 	st.StoreID = storeIDOf(cb)
 	setBackendConditions(st, cb.Generation, now, obs.deployed, obs.probe)
 	setHAStatus(st, cb, obs.deployed, obs.probe, metav1.NewTime(now))
+	setEtcdCondition(st, cb, now)
 	st.Namespaces, st.NamespaceCount = obs.namespaces, obs.namespaceCount
 	was, is := stored.DeepCopy(), st.DeepCopy()
 	was.LastProbeTime, is.LastProbeTime = nil, nil

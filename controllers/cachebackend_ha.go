@@ -77,6 +77,9 @@ func haEtcdEndpoints(cb *hicachev1alpha1.CacheBackend) []string {
 	if ha == nil {
 		return nil
 	}
+	if ha.Etcd.Managed != nil {
+		return managedEtcdEndpoints(cb)
+	}
 	return ha.Etcd.Endpoints
 }
 

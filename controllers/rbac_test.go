@@ -71,9 +71,9 @@ var rbacUses = map[grant]string{
 	{"", "services", "get"}:    "HiCacheDeploymentReconciler.reconcileChildren: applier.apply reads the current one",
 	{"", "services", "list"}:   "HiCacheDeploymentReconciler.SetupWithManager: Owns Service",
 	{"", "services", "watch"}:  "HiCacheDeploymentReconciler.SetupWithManager: Owns Service",
-	{"", "services", "create"}: "HiCacheDeploymentReconciler.executeGroupPlan, CacheBackendReconciler.reconcileMaster: applier.apply",
-	{"", "services", "patch"}:  "HiCacheDeploymentReconciler.executeGroupPlan, CacheBackendReconciler.reconcileMaster: applier.apply",
-	{"", "services", "delete"}: "HiCacheDeploymentReconciler.executeGroupPlan: a removed group's headless Service",
+	{"", "services", "create"}: "HiCacheDeploymentReconciler.executeGroupPlan, CacheBackendReconciler.reconcileMaster, CacheBackendReconciler.reconcileEtcd: applier.apply",
+	{"", "services", "patch"}:  "HiCacheDeploymentReconciler.executeGroupPlan, CacheBackendReconciler.reconcileMaster, CacheBackendReconciler.reconcileEtcd: applier.apply",
+	{"", "services", "delete"}: "HiCacheDeploymentReconciler.executeGroupPlan, CacheBackendReconciler.removeEtcd: a removed group's headless Service, the Services of an etcd a backend no longer runs",
 
 	// The router's ServiceAccount, Role and RoleBinding: applied while spec.router is set,
 	// deleted once it is not; read from the cache, which starts their informers.
@@ -106,9 +106,9 @@ var rbacUses = map[grant]string{
 	{"apps", "statefulsets", "get"}:    "HiCacheDeploymentReconciler.executeGroupPlan: applier.apply reads the current one",
 	{"apps", "statefulsets", "list"}:   "HiCacheDeploymentReconciler.SetupWithManager: Owns StatefulSet",
 	{"apps", "statefulsets", "watch"}:  "HiCacheDeploymentReconciler.SetupWithManager: Owns StatefulSet",
-	{"apps", "statefulsets", "create"}: "HiCacheDeploymentReconciler.executeGroupPlan, CacheBackendReconciler.reconcileStores: applier.apply",
+	{"apps", "statefulsets", "create"}: "HiCacheDeploymentReconciler.executeGroupPlan, CacheBackendReconciler.reconcileStores, CacheBackendReconciler.reconcileEtcd: applier.apply",
 	{"apps", "statefulsets", "patch"}:  "HiCacheDeploymentReconciler.executeGroupPlan (apply), HiCacheDeploymentReconciler.setGroupAnnotations (merge patch)",
-	{"apps", "statefulsets", "delete"}: "HiCacheDeploymentReconciler.executeGroupPlan: a removed or recreated group",
+	{"apps", "statefulsets", "delete"}: "HiCacheDeploymentReconciler.executeGroupPlan, CacheBackendReconciler.removeEtcd: a removed or recreated group, an etcd a backend no longer runs",
 
 	{"batch", "jobs", "get"}:    "JobFlusher.FlushNamespace: Get of the namespace's flush Job",
 	{"batch", "jobs", "list"}:   "CacheFlushReconciler.SetupWithManager: Owns Job; CacheFlushReconciler.cleanupJobs lists them",
@@ -120,9 +120,9 @@ var rbacUses = map[grant]string{
 	{"networking.k8s.io", "networkpolicies", "get"}:    "HiCacheDeploymentReconciler.reconcileChildren: applier.apply reads the current one",
 	{"networking.k8s.io", "networkpolicies", "list"}:   "HiCacheDeploymentReconciler.SetupWithManager: Owns NetworkPolicy",
 	{"networking.k8s.io", "networkpolicies", "watch"}:  "HiCacheDeploymentReconciler.SetupWithManager: Owns NetworkPolicy",
-	{"networking.k8s.io", "networkpolicies", "create"}: "HiCacheDeploymentReconciler.reconcileChildren, CacheBackendReconciler.reconcileMaster: applier.apply",
-	{"networking.k8s.io", "networkpolicies", "patch"}:  "HiCacheDeploymentReconciler.reconcileChildren, CacheBackendReconciler.reconcileMaster: applier.apply",
-	{"networking.k8s.io", "networkpolicies", "delete"}: "HiCacheDeploymentReconciler.executeGroupPlan: a removed group's policy",
+	{"networking.k8s.io", "networkpolicies", "create"}: "HiCacheDeploymentReconciler.reconcileChildren, CacheBackendReconciler.reconcileMaster, CacheBackendReconciler.reconcileEtcd: applier.apply",
+	{"networking.k8s.io", "networkpolicies", "patch"}:  "HiCacheDeploymentReconciler.reconcileChildren, CacheBackendReconciler.reconcileMaster, CacheBackendReconciler.reconcileEtcd: applier.apply",
+	{"networking.k8s.io", "networkpolicies", "delete"}: "HiCacheDeploymentReconciler.executeGroupPlan, CacheBackendReconciler.removeEtcd: a removed group's policy, the policy of an etcd a backend no longer runs",
 
 	// The events recorder of every controller creates an event and patches its series.
 	{"events.k8s.io", "events", "create"}: "Setup: mgr.GetEventRecorder",

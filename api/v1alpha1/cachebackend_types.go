@@ -155,17 +155,24 @@ type MasterHA struct {
 	ReplicateMetadata *bool `json:"replicateMetadata,omitempty"`
 }
 
-// EtcdEndpoints is an existing etcd cluster.
+// EtcdEndpoints is the etcd of HA masters: an existing etcd cluster, or one the operator runs
+// for the backend.
+// +kubebuilder:validation:XValidation:rule="has(self.endpoints) != has(self.managed)",message="spec.mooncake.managed.ha.etcd: set exactly one of endpoints (an existing etcd) or managed (an etcd the operator runs for this backend)"
 type EtcdEndpoints struct {
-	// endpoints are the etcd client addresses, host:port. The pinned Mooncake release speaks
-	// plain gRPC to them: it has no setting for a CA or a client certificate.
+	// endpoints are the client addresses of an existing etcd, host:port. The pinned Mooncake
+	// release speaks plain gRPC to them: it has no setting for a CA or a client certificate.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=7
 	// +kubebuilder:validation:items:MaxLength=253
 	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$`
 	// +listType=atomic
-	// +required
-	Endpoints []string `json:"endpoints"`
+	// +optional
+	Endpoints []string `json:"endpoints,omitempty"`
+
+	// managed makes the operator run an etcd for this backend alone: a StatefulSet of etcd
+	// members, reachable by the backend's masters and clients only.
+	// +optional
+	Managed *ManagedEtcd `json:"managed,omitempty"`
 
 	// clusterID names this store in etcd (--cluster_id; clients read it as MC_STORE_CLUSTER_ID):
 	// stores that share one etcd need different ones. Empty means the backend's namespace and
@@ -174,6 +181,59 @@ type EtcdEndpoints struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._-]+$`
 	// +optional
 	ClusterID string `json:"clusterID,omitempty"`
+}
+
+// ManagedEtcd is an etcd the operator runs for one backend's HA masters. It speaks plain HTTP
+// and gRPC, as the pinned Mooncake release requires; a NetworkPolicy admits only the backend's
+// pods to its client port and only its members to its peer port.
+// +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas % 2 == 1",message="spec.mooncake.managed.ha.etcd.managed.replicas must be odd (1, 3 or 5): an even number of members survives no more failures than one member fewer"
+// +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas == 1 || has(self.storage.size)",message="spec.mooncake.managed.ha.etcd.managed.storage.emptyDir holds a 1-member etcd only: a member of several whose pod is replaced comes back without its data and cannot rejoin; set storage.size (a PersistentVolumeClaim per member) or replicas 1"
+type ManagedEtcd struct {
+	// replicas is the number of etcd members: 1 (no failure tolerated) or 3 (one member may
+	// fail) or 5 (two may). It cannot change once the etcd runs: the operator does not add or
+	// remove members.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.mooncake.managed.ha.etcd.managed.replicas cannot change: the operator does not add or remove etcd members; create another backend for another size"
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// storage is where each member keeps its data. It cannot change once the etcd runs.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.mooncake.managed.ha.etcd.managed.storage cannot change: the members' volumes are fixed when the etcd is created; create another backend for other storage"
+	// +required
+	Storage EtcdStorage `json:"storage"`
+
+	// image runs the etcd server (at /usr/local/bin/etcd, as in the upstream etcd images);
+	// empty means the operator's default, the etcd release it is tested with.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// resources of each etcd member. Empty requests 100m CPU and 128Mi of memory.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// EtcdStorage is the data volume of each etcd member: a PersistentVolumeClaim, or an emptyDir.
+// +kubebuilder:validation:XValidation:rule="has(self.size) != has(self.emptyDir)",message="spec.mooncake.managed.ha.etcd.managed.storage: set exactly one of size (a PersistentVolumeClaim per member, kept when a pod is replaced) or emptyDir (the data goes with the pod)"
+// +kubebuilder:validation:XValidation:rule="!has(self.storageClassName) || has(self.size)",message="spec.mooncake.managed.ha.etcd.managed.storage.storageClassName is only used with size"
+type EtcdStorage struct {
+	// size of each member's PersistentVolumeClaim (ReadWriteOnce). The claims are deleted with
+	// the backend.
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// storageClassName of the claims; empty means the cluster's default StorageClass.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	StorageClassName string `json:"storageClassName,omitempty"`
+
+	// emptyDir keeps each member's data in its pod: when the pod is replaced (a new image, a
+	// node drained), the etcd starts empty and the masters elect a leader again, with a cold
+	// cache. Only for a 1-member etcd.
+	// +optional
+	EmptyDir *corev1.EmptyDirVolumeSource `json:"emptyDir,omitempty"`
 }
 
 // StorePods are dedicated Mooncake store pods.
@@ -291,6 +351,20 @@ const (
 	ReasonListTruncated = "ListTruncated"
 )
 
+// Managed etcd condition type and reasons.
+const (
+	// ConditionEtcdReady is True when every member of the backend's managed etcd is Ready;
+	// absent when the backend runs no etcd.
+	ConditionEtcdReady = "EtcdReady"
+
+	ReasonEtcdReady = "EtcdReady"
+	// ReasonEtcdDegraded: a majority of the members is Ready, not all of them.
+	ReasonEtcdDegraded = "EtcdDegraded"
+	// ReasonEtcdNoQuorum: fewer than a majority of the members are Ready: the masters cannot
+	// elect a leader.
+	ReasonEtcdNoQuorum = "EtcdNoQuorum"
+)
+
 // Store pod condition type and reasons.
 const (
 	// ConditionStoresCurrent is True when every store pod runs the current template and the
@@ -374,6 +448,10 @@ type CacheBackendStatus struct {
 	// +optional
 	StoreRollout *StoreRollout `json:"storeRollout,omitempty"`
 
+	// etcd counts the members of the managed etcd, when the backend runs one.
+	// +optional
+	Etcd *EtcdStatus `json:"etcd,omitempty"`
+
 	// masters are the managed masters the operator asked, with their HA roles; the leader
 	// first. Empty for an external backend or a managed one without HA.
 	// +kubebuilder:validation:MaxItems=7
@@ -433,6 +511,27 @@ type StorePodsStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Updated int32 `json:"updated"`
+}
+
+// EtcdStatus counts the members of a managed etcd.
+type EtcdStatus struct {
+	// endpoints are the etcd's client addresses the masters and clients are given.
+	// +kubebuilder:validation:MaxItems=7
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
+	// +optional
+	Endpoints []string `json:"endpoints,omitempty"`
+
+	// replicas is the number of members the etcd runs with.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Replicas int32 `json:"replicas"`
+
+	// ready is the number of members that are Ready (their /health answers: the member has a
+	// leader and no alarm).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Ready int32 `json:"ready"`
 }
 
 // StoreRollout is a store pod being drained.
@@ -568,6 +667,7 @@ type NamespaceUsage struct {
 // +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`,priority=1
 // +kubebuilder:printcolumn:name="Store",type=string,JSONPath=`.status.storeID`,priority=1
 // +kubebuilder:printcolumn:name="Store-Pods",type=integer,JSONPath=`.status.storePods.ready`,priority=1
+// +kubebuilder:printcolumn:name="Etcd",type=integer,JSONPath=`.status.etcd.ready`,priority=1
 // +kubebuilder:printcolumn:name="Stores-Current",type=string,JSONPath=`.status.conditions[?(@.type=="StoresCurrent")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type CacheBackend struct {

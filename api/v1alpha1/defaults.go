@@ -27,6 +27,7 @@ const (
 	DefaultMasterReplicas      int32 = 1
 	DefaultStoreReplicas       int32 = 1
 	DefaultDrainTimeoutSeconds int32 = 300
+	DefaultEtcdReplicas        int32 = 1
 )
 
 // Default fills in what the API server defaults in a HiCacheDeployment's spec.
@@ -79,6 +80,9 @@ func (cb *CacheBackend) Default() {
 		}
 		if ha := mm.HA; ha != nil && ha.ReplicateMetadata == nil {
 			ha.ReplicateMetadata = ptr.To(true)
+		}
+		if ha := mm.HA; ha != nil && ha.Etcd.Managed != nil && ha.Etcd.Managed.Replicas == nil {
+			ha.Etcd.Managed.Replicas = ptr.To(DefaultEtcdReplicas)
 		}
 		if st := mm.Store; st != nil {
 			if st.Replicas == nil {

@@ -50,6 +50,16 @@ spec:
       store: {segmentSize: 1Gi}
       ha: {etcd: {endpoints: ["etcd:2379"]}}
 `, obj: func() defaulter { return &hicachev1alpha1.CacheBackend{} }},
+		"a managed backend with HA on a managed etcd": {doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: mc, namespace: default}
+spec:
+  mooncake:
+    managed:
+      replicas: 3
+      ha: {etcd: {managed: {storage: {emptyDir: {}}}}}
+`, obj: func() defaulter { return &hicachev1alpha1.CacheBackend{} }},
 		"an external backend": {doc: `
 apiVersion: hicache.io/v1alpha1
 kind: CacheBackend

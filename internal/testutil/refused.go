@@ -339,6 +339,36 @@ apiVersion: hicache.io/v1alpha1
 kind: CacheBackend
 metadata: {name: noetcd}
 spec: {mooncake: {managed: {replicas: 3, ha: {etcd: {endpoints: []}}}}}`},
+		{Name: "managed backend with HA on an existing and a managed etcd", Want: "spec.mooncake.managed.ha.etcd: set exactly one of endpoints (an existing etcd) or managed", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: twoetcds}
+spec: {mooncake: {managed: {replicas: 3, ha: {etcd: {endpoints: ["etcd:2379"], managed: {storage: {emptyDir: {}}}}}}}}`},
+		{Name: "managed backend with HA on neither etcd", Want: "spec.mooncake.managed.ha.etcd: set exactly one of endpoints (an existing etcd) or managed", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: noetcdatall}
+spec: {mooncake: {managed: {replicas: 3, ha: {etcd: {clusterID: c}}}}}`},
+		{Name: "managed etcd with an even number of members", Want: "spec.mooncake.managed.ha.etcd.managed.replicas must be odd (1, 3 or 5)", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: evenetcd}
+spec: {mooncake: {managed: {replicas: 3, ha: {etcd: {managed: {replicas: 2, storage: {size: 1Gi}}}}}}}`},
+		{Name: "managed etcd of three members on emptyDir", Want: "spec.mooncake.managed.ha.etcd.managed.storage.emptyDir holds a 1-member etcd only", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: emptydir3}
+spec: {mooncake: {managed: {replicas: 3, ha: {etcd: {managed: {replicas: 3, storage: {emptyDir: {}}}}}}}}`},
+		{Name: "managed etcd with no storage", Want: "spec.mooncake.managed.ha.etcd.managed.storage: set exactly one of size", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: nostorage}
+spec: {mooncake: {managed: {replicas: 3, ha: {etcd: {managed: {storage: {}}}}}}}`},
+		{Name: "managed etcd with a storage class on emptyDir", Want: "spec.mooncake.managed.ha.etcd.managed.storage.storageClassName is only used with size", Doc: `
+apiVersion: hicache.io/v1alpha1
+kind: CacheBackend
+metadata: {name: classonemptydir}
+spec: {mooncake: {managed: {replicas: 3, ha: {etcd: {managed: {storage: {emptyDir: {}, storageClassName: fast}}}}}}}`},
 		{Name: "external backend on etcd without a port", Want: "spec.mooncake.external.rpcAddress in body should match", Doc: `
 apiVersion: hicache.io/v1alpha1
 kind: CacheBackend

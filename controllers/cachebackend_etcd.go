@@ -1,0 +1,377 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+)
+
+// The managed etcd of a backend's HA masters (spec.mooncake.managed.ha.etcd.managed): a
+// StatefulSet of etcd members with stable names, their peers found through a headless Service,
+// a client Service the masters and the clients are given as etcd://, and a NetworkPolicy. The
+// operator never talks to this etcd: it builds the objects, and counts the Ready members from
+// the StatefulSet's status. Members are not added or removed (the API refuses a change of
+// replicas), so the initial cluster is always the full set.
+
+const (
+	// etcdClientPort, etcdPeerPort and etcdMetricsPort are etcd's own defaults (the metrics
+	// listener serves /health, /livez and /readyz besides /metrics).
+	etcdClientPort  = 2379
+	etcdPeerPort    = 2380
+	etcdMetricsPort = 2381
+	// etcdDataMount is where each member's volume is mounted; the data directory is inside it,
+	// so that a file system's lost+found at the volume's root does not stop etcd.
+	etcdDataMount = "/var/lib/etcd"
+	// etcdBinary is where the default image and the upstream etcd images hold the server.
+	etcdBinary = "/usr/local/bin/etcd"
+	// etcdCompactionRetention bounds the history etcd keeps: the masters' metadata log writes a
+	// key for every batch of puts and removals, and without compaction the database would grow
+	// to its quota (2 GiB), after which etcd refuses writes and no leader can be elected.
+	etcdCompactionRetention = "10m"
+)
+
+// etcdDefaultRequests are a member's requests when spec.mooncake.managed.ha.etcd.managed.resources
+// sets none: about 40 MiB of memory and a few millicores were measured for a member under three
+// masters.
+var etcdDefaultRequests = corev1.ResourceList{
+	corev1.ResourceCPU:    resource.MustParse("100m"),
+	corev1.ResourceMemory: resource.MustParse("128Mi"),
+}
+
+// managedEtcd is the managed etcd of a backend, nil when it runs none.
+func managedEtcd(cb *hicachev1alpha1.CacheBackend) *hicachev1alpha1.ManagedEtcd {
+	if ha := managedHA(cb); ha != nil {
+		return ha.Etcd.Managed
+	}
+	return nil
+}
+
+// etcdName is the StatefulSet of a backend's etcd and its client Service.
+func etcdName(cb string) string { return cb + "-etcd" }
+
+// etcdPeersName is the headless Service that names each member (<pod>.<cb>-etcd-peers).
+func etcdPeersName(cb string) string { return cb + "-etcd-peers" }
+
+// etcdMembers is the number of members, spec's replicas (1 by default).
+func etcdMembers(e *hicachev1alpha1.ManagedEtcd) int32 {
+	if e.Replicas == nil || *e.Replicas < 1 {
+		return hicachev1alpha1.DefaultEtcdReplicas
+	}
+	return *e.Replicas
+}
+
+// managedEtcdEndpoints are the client endpoints of a backend's managed etcd: its client Service,
+// which reaches the Ready members.
+func managedEtcdEndpoints(cb *hicachev1alpha1.CacheBackend) []string {
+	return []string{fmt.Sprintf("%s.%s.svc:%d", etcdName(cb.Name), cb.Namespace, etcdClientPort)}
+}
+
+// etcdMemberHost is the stable DNS name of member i.
+func etcdMemberHost(cb *hicachev1alpha1.CacheBackend, pod string) string {
+	return fmt.Sprintf("%s.%s.%s.svc", pod, etcdPeersName(cb.Name), cb.Namespace)
+}
+
+// etcdInitialCluster is every member's name and peer URL.
+func etcdInitialCluster(cb *hicachev1alpha1.CacheBackend, members int32) string {
+	parts := make([]string, 0, members)
+	for i := range members {
+		pod := etcdName(cb.Name) + "-" + strconv.Itoa(int(i))
+		parts = append(parts, fmt.Sprintf("%s=http://%s:%d", pod, etcdMemberHost(cb, pod), etcdPeerPort))
+	}
+	return strings.Join(parts, ",")
+}
+
+// etcdArgs are the flags of every member; $(POD_NAME) is the member's own pod, which the
+// kubelet expands.
+func etcdArgs(cb *hicachev1alpha1.CacheBackend, members int32) []string {
+	self := etcdMemberHost(cb, "$(POD_NAME)")
+	return []string{
+		"--name=$(POD_NAME)",
+		"--data-dir=" + etcdDataMount + "/data",
+		fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", etcdClientPort),
+		fmt.Sprintf("--advertise-client-urls=http://%s:%d", self, etcdClientPort),
+		fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", etcdPeerPort),
+		fmt.Sprintf("--initial-advertise-peer-urls=http://%s:%d", self, etcdPeerPort),
+		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", etcdMetricsPort),
+		"--initial-cluster=" + etcdInitialCluster(cb, members),
+		"--initial-cluster-state=new",
+		// Members of another backend's etcd, should one be reached by mistake, refuse to join.
+		"--initial-cluster-token=" + cb.Namespace + "." + cb.Name,
+		"--auto-compaction-mode=periodic",
+		"--auto-compaction-retention=" + etcdCompactionRetention,
+	}
+}
+
+// etcdResources are spec's resources, or etcdDefaultRequests when it sets none.
+func etcdResources(e *hicachev1alpha1.ManagedEtcd) corev1.ResourceRequirements {
+	if len(e.Resources.Requests) > 0 || len(e.Resources.Limits) > 0 || len(e.Resources.Claims) > 0 {
+		return *e.Resources.DeepCopy()
+	}
+	return corev1.ResourceRequirements{Requests: etcdDefaultRequests.DeepCopy()}
+}
+
+// buildEtcdStatefulSet builds the members: started side by side (a member is Ready only once a
+// majority has formed the cluster), rolled one at a time, each with its data on a claim of its
+// own or an emptyDir, spread over nodes where possible, and meeting the restricted Pod Security
+// level with a read-only root.
+func buildEtcdStatefulSet(cb *hicachev1alpha1.CacheBackend, image string) *appsv1.StatefulSet {
+	e := managedEtcd(cb)
+	members := etcdMembers(e)
+	labels := backendLabels(cb, "etcd")
+	podSec, sec := restrictedSecurity()
+	// A claim's volume is made writable for the member's group.
+	podSec.FSGroup = ptr.To(int64(65532))
+	sec.ReadOnlyRootFilesystem = ptr.To(true)
+	nodeSelector, tolerations := backendPlacement(cb)
+	probe := func(path string, period, failures int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("metrics")}},
+			PeriodSeconds: period, TimeoutSeconds: 3, FailureThreshold: failures,
+		}
+	}
+	liveness := probe("/livez", 10, 6)
+	liveness.InitialDelaySeconds = 10
+	sts := &appsv1.StatefulSet{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{Name: etcdName(cb.Name), Namespace: cb.Namespace,
+			Labels: labels, OwnerReferences: backendOwner(cb)},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To(members),
+			ServiceName:         etcdPeersName(cb.Name),
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
+			Selector:            &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					SecurityContext: podSec,
+					NodeSelector:    nodeSelector,
+					Tolerations:     tolerations,
+					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+						PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+							Weight: 100,
+							PodAffinityTerm: corev1.PodAffinityTerm{
+								LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+								TopologyKey:   corev1.LabelHostname,
+							},
+						}},
+					}},
+					// etcd calls no Kubernetes API.
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+					Containers: []corev1.Container{{
+						Name:    "etcd",
+						Image:   image,
+						Command: []string{etcdBinary},
+						Args:    etcdArgs(cb, members),
+						Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
+							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+						Ports: []corev1.ContainerPort{
+							{Name: "client", ContainerPort: etcdClientPort, Protocol: corev1.ProtocolTCP},
+							{Name: "peer", ContainerPort: etcdPeerPort, Protocol: corev1.ProtocolTCP},
+							{Name: "metrics", ContainerPort: etcdMetricsPort, Protocol: corev1.ProtocolTCP},
+						},
+						// Ready while the member has a leader and no alarm.
+						ReadinessProbe:  probe("/health", 5, 3),
+						LivenessProbe:   liveness,
+						Resources:       etcdResources(e),
+						SecurityContext: sec,
+						VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: etcdDataMount}},
+					}},
+				},
+			},
+		},
+	}
+	if s := e.Storage; s.Size != nil {
+		claim := corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: labels},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: s.Size.DeepCopy()}},
+			},
+		}
+		if s.StorageClassName != "" {
+			claim.Spec.StorageClassName = ptr.To(s.StorageClassName)
+		}
+		sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{claim}
+		// The data is this backend's alone (its cluster id names it): it goes with the backend.
+		sts.Spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+			WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
+			WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+		}
+	} else {
+		dir := corev1.EmptyDirVolumeSource{}
+		if s.EmptyDir != nil {
+			dir = *s.EmptyDir.DeepCopy()
+		}
+		sts.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &dir}}}
+	}
+	return sts
+}
+
+// buildEtcdPeersService names every member, Ready or not (a member is not Ready before a
+// majority of its peers has found it).
+func buildEtcdPeersService(cb *hicachev1alpha1.CacheBackend) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: etcdPeersName(cb.Name), Namespace: cb.Namespace,
+			Labels: backendLabels(cb, "etcd"), OwnerReferences: backendOwner(cb)},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			PublishNotReadyAddresses: true,
+			Selector:                 backendLabels(cb, "etcd"),
+			Ports: []corev1.ServicePort{
+				{Name: "client", Port: etcdClientPort, TargetPort: intstr.FromString("client"), Protocol: corev1.ProtocolTCP},
+				{Name: "peer", Port: etcdPeerPort, TargetPort: intstr.FromString("peer"), Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+}
+
+// buildEtcdClientService is what the masters and clients reach: the Ready members' client port.
+func buildEtcdClientService(cb *hicachev1alpha1.CacheBackend) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: etcdName(cb.Name), Namespace: cb.Namespace,
+			Labels: backendLabels(cb, "etcd"), OwnerReferences: backendOwner(cb)},
+		Spec: corev1.ServiceSpec{
+			Selector: backendLabels(cb, "etcd"),
+			Ports: []corev1.ServicePort{
+				{Name: "client", Port: etcdClientPort, TargetPort: intstr.FromString("client"), Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+}
+
+// buildEtcdNetworkPolicy admits the backend's own pods to the client port: its masters, which
+// elect their leader and keep their metadata log there, and its clients (serving ranks, store
+// pods, flush Jobs), which read the leader from it (etcd://). Only the members reach each other's
+// peer port. Nothing reaches the metrics port but the kubelet's probes; the operator does not talk
+// to etcd.
+func buildEtcdNetworkPolicy(cb *hicachev1alpha1.CacheBackend) *networkingv1.NetworkPolicy {
+	backendPods := networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{
+		MatchLabels: map[string]string{hicachev1alpha1.LabelBackend: cb.Name}}}
+	members := networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: backendLabels(cb, "etcd")}}
+	return ingressPolicy(etcdName(cb.Name), cb.Namespace, backendLabels(cb, "etcd"), backendOwner(cb), backendLabels(cb, "etcd"),
+		networkingv1.NetworkPolicyIngressRule{
+			From:  []networkingv1.NetworkPolicyPeer{backendPods},
+			Ports: []networkingv1.NetworkPolicyPort{tcpPort(etcdClientPort)},
+		},
+		networkingv1.NetworkPolicyIngressRule{
+			From:  []networkingv1.NetworkPolicyPeer{members},
+			Ports: []networkingv1.NetworkPolicyPort{tcpPort(etcdPeerPort)},
+		},
+	)
+}
+
+// etcdStatusOf counts the members from the StatefulSet's status (nil: not created yet).
+func etcdStatusOf(cb *hicachev1alpha1.CacheBackend, sts *appsv1.StatefulSet) *hicachev1alpha1.EtcdStatus {
+	e := managedEtcd(cb)
+	if e == nil {
+		return nil
+	}
+	st := &hicachev1alpha1.EtcdStatus{Endpoints: managedEtcdEndpoints(cb)}
+	if sts != nil {
+		st.Replicas, st.Ready = sts.Status.Replicas, sts.Status.ReadyReplicas
+	}
+	return st
+}
+
+// setEtcdCondition says whether the managed etcd has every member Ready, a majority (elections
+// still work, one more failure may stop them), or less (the masters cannot elect a leader; the
+// serving one stops once its lease lapses). A backend without a managed etcd has no condition.
+func setEtcdCondition(st *hicachev1alpha1.CacheBackendStatus, cb *hicachev1alpha1.CacheBackend, now time.Time) {
+	e := managedEtcd(cb)
+	if e == nil || st.Etcd == nil {
+		meta.RemoveStatusCondition(&st.Conditions, hicachev1alpha1.ConditionEtcdReady)
+		return
+	}
+	want, ready := etcdMembers(e), st.Etcd.Ready
+	quorum := want/2 + 1
+	set := conditionsOf(&st.Conditions, cb.Generation, now).set
+	switch {
+	case ready >= want:
+		set(hicachev1alpha1.ConditionEtcdReady, true, hicachev1alpha1.ReasonEtcdReady,
+			fmt.Sprintf("All %d etcd members of %s are Ready", want, etcdName(cb.Name)))
+	case ready >= quorum:
+		set(hicachev1alpha1.ConditionEtcdReady, false, hicachev1alpha1.ReasonEtcdDegraded,
+			fmt.Sprintf("%d of %d etcd members of %s are Ready: the masters can elect a leader, but %d more failure(s) stop elections; check the pods of StatefulSet %s",
+				ready, want, etcdName(cb.Name), ready-quorum+1, etcdName(cb.Name)))
+	default:
+		set(hicachev1alpha1.ConditionEtcdReady, false, hicachev1alpha1.ReasonEtcdNoQuorum,
+			fmt.Sprintf("%d of %d etcd members of %s are Ready, fewer than the %d a majority needs: the masters cannot elect a leader; check the pods of StatefulSet %s (and their volumes)",
+				ready, want, etcdName(cb.Name), quorum, etcdName(cb.Name)))
+	}
+}
+
+// reconcileEtcd applies a backend's managed etcd and counts its members into st; for a backend
+// that runs none (any more), it removes what the operator created for one.
+func (r *CacheBackendReconciler) reconcileEtcd(ctx context.Context, cb *hicachev1alpha1.CacheBackend, st *hicachev1alpha1.CacheBackendStatus) error {
+	e := managedEtcd(cb)
+	if e == nil {
+		st.Etcd = nil
+		return r.removeEtcd(ctx, cb)
+	}
+	image := e.Image
+	if image == "" {
+		image = r.Options.DefaultEtcdImage
+	}
+	a := applier{r.Client}
+	for _, o := range []client.Object{buildEtcdPeersService(cb), buildEtcdClientService(cb), buildEtcdNetworkPolicy(cb)} {
+		if _, err := a.apply(ctx, o, newEmpty(o)); err != nil {
+			return err
+		}
+	}
+	desired := buildEtcdStatefulSet(cb, image)
+	if _, err := a.apply(ctx, desired, &appsv1.StatefulSet{}); err != nil {
+		return err
+	}
+	var cur appsv1.StatefulSet
+	switch err := r.Get(ctx, client.ObjectKeyFromObject(desired), &cur); {
+	case apierrors.IsNotFound(err):
+		st.Etcd = etcdStatusOf(cb, nil)
+	case err != nil:
+		return fmt.Errorf("reading StatefulSet %s: %w", desired.Name, err)
+	default:
+		st.Etcd = etcdStatusOf(cb, &cur)
+	}
+	return nil
+}
+
+// removeEtcd deletes the managed etcd's objects of a backend that no longer asks for one (its
+// masters left HA, or moved to an existing etcd). Only objects the backend controls are deleted;
+// the claims go with the StatefulSet (its retention policy).
+func (r *CacheBackendReconciler) removeEtcd(ctx context.Context, cb *hicachev1alpha1.CacheBackend) error {
+	objs := []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}}
+	names := []string{etcdName(cb.Name), etcdName(cb.Name), etcdPeersName(cb.Name), etcdName(cb.Name)}
+	for i, o := range objs {
+		if err := r.Get(ctx, client.ObjectKey{Namespace: cb.Namespace, Name: names[i]}, o); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return err
+		}
+		if !metav1.IsControlledBy(o, cb) || o.GetLabels()["app.kubernetes.io/component"] != "etcd" {
+			continue
+		}
+		if err := r.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting %s of the etcd the backend no longer runs: %w", names[i], err)
+		}
+	}
+	return nil
+}
