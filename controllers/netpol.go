@@ -78,12 +78,13 @@ func operatorPeer(operatorNamespace string) networkingv1.NetworkPolicyPeer {
 }
 
 // backendPeer is every pod of the namespace that uses backend cb: the serving ranks of the
-// deployments on it, its store pods and its flush Jobs; not its master, which calls none of them.
+// deployments on it, its store pods and its flush Jobs; not its master or its managed etcd's
+// members, which call none of them.
 func backendPeer(cb string) networkingv1.NetworkPolicyPeer {
 	return networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{
 		MatchLabels: map[string]string{hicachev1alpha1.LabelBackend: cb},
 		MatchExpressions: []metav1.LabelSelectorRequirement{
-			{Key: "app.kubernetes.io/component", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"master"}},
+			{Key: "app.kubernetes.io/component", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"master", "etcd"}},
 		},
 	}}
 }

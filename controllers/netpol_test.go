@@ -35,6 +35,7 @@ func policyCast(t *testing.T) map[string]testutil.PolicyPod {
 		"o on other":          podIn("default", mustBuildGroup(t, other, 0).Spec.Template.Labels),
 		"mc store":            podIn("default", buildStoreStatefulSet(cb, "img", 3).Spec.Template.Labels),
 		"mc master":           podIn("default", buildMasterDeployment(cb, "img").Spec.Template.Labels),
+		"mc etcd":             podIn("default", buildEtcdStatefulSet(withManagedEtcd(cb, 3, 1, emptyDirStorage()), "img").Spec.Template.Labels),
 		"mc flush job":        podIn("default", flush.Spec.Template.Labels),
 		"operator":            podIn(testOperatorNS, OperatorPodLabels),
 		"operator look-alike": podIn("default", OperatorPodLabels),
@@ -101,7 +102,7 @@ func TestNetworkPolicies(t *testing.T) {
 		// SGLang's port: every pod of the namespace (no spec.security.clients); the segments q's
 		// ranks mount: the users of mc; the dist-init port: nobody through this policy.
 		"q http ← q group 0", "q http ← q group 1", "q http ← p on mc", "q http ← o on other", "q http ← mc store",
-		"q http ← mc master", "q http ← mc flush job", "q http ← operator look-alike", "q http ← any pod",
+		"q http ← mc master", "q http ← mc etcd", "q http ← mc flush job", "q http ← operator look-alike", "q http ← any pod",
 		"q transfer ← q group 0", "q transfer ← q group 1", "q transfer ← p on mc", "q transfer ← mc store",
 		"q transfer ← mc flush job",
 		// A group's rendezvous and collectives: its own ranks only.
