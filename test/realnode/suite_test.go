@@ -189,7 +189,9 @@ func createNamespace(ctx context.Context, name, level string) error {
 	return cluster.WaitForServiceAccount(ctx, name)
 }
 
-// newNamespace is a namespace for one test that enforces the Pod Security level.
+// newNamespace is a namespace for one test that enforces the Pod Security level. It is deleted
+// when the test passes, so that the GPUs and the real node's memory its pods hold go back to the
+// next tests; a failed test's namespace stays for its pods and events to be read.
 func newNamespace(t *testing.T, prefix, level string) string {
 	t.Helper()
 	name := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000)
@@ -198,6 +200,16 @@ func newNamespace(t *testing.T, prefix, level string) string {
 	if err := createNamespace(ctx, name, level); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("keeping namespace %s of the failed test", name)
+			return
+		}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := k8s.Delete(context.Background(), ns); client.IgnoreNotFound(err) != nil {
+			t.Errorf("deleting namespace %s: %v", name, err)
+		}
+	})
 	return name
 }
 
