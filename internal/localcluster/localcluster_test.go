@@ -349,6 +349,60 @@ func TestAPIServerOnly(t *testing.T) {
 	}
 }
 
+// The API server restarted on its address and etcd keeps every object, every client, and the
+// users provisioned before the restart; the audit log goes on.
+func TestRestartAPIServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := localcluster.Start(ctx, localcluster.Options{APIServerOnly: true, Audit: true})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	admin, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	userCfg, err := c.UserConfig("restart-test", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := kubernetes.NewForConfig(userCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before", Namespace: "default"}, Data: map[string]string{"k": "v"}}
+	if _, err := user.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	audited, err := os.Stat(c.AuditLogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const down = 2 * time.Second
+	took, err := c.RestartAPIServer(ctx, down)
+	if err != nil {
+		t.Fatalf("RestartAPIServer: %v", err)
+	}
+	t.Logf("API server down for %s", took.Round(time.Millisecond))
+	if took < down {
+		t.Errorf("RestartAPIServer returned after %s, want at least the %s asked for", took, down)
+	}
+	for name, cs := range map[string]kubernetes.Interface{"admin": admin, "restart-test": user} {
+		got, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "before", metav1.GetOptions{})
+		if err != nil || got.Data["k"] != "v" {
+			t.Errorf("after the restart, %s reads ConfigMap before: %v %v", name, got, err)
+		}
+	}
+	if fi, err := os.Stat(c.AuditLogPath()); err != nil || fi.Size() <= audited.Size() {
+		t.Errorf("the audit log did not grow after the restart (%v)", err)
+	}
+	if pids, _ := localcluster.ProcessesUsing(c.Dir()); len(pids) != 2 {
+		t.Errorf("%d processes use the cluster's directory after the restart, want 2 (etcd and kube-apiserver)", len(pids))
+	}
+}
+
 func TestStartNamesMissingBinaries(t *testing.T) {
 	_, err := localcluster.Start(context.Background(), localcluster.Options{BinDir: t.TempDir()})
 	if err == nil {
