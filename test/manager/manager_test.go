@@ -42,11 +42,9 @@ func freePort(t *testing.T) int {
 // buildManager builds cmd/manager into a temporary directory.
 func buildManager(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "manager")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/manager")
-	cmd.Dir = repoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the manager: %v\n%s", err, out)
+	bin, err := testutil.BuildManager(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -22,18 +22,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/images"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
 const (
@@ -65,68 +64,46 @@ func repoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "[realnode %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+var logf = testutil.SuiteLogger("realnode")
+
+func TestMain(m *testing.M) {
+	os.Exit(testutil.RunClusterSuite(m, testutil.ClusterSuite{
+		Name: "test/realnode",
+		Options: localcluster.Options{
+			// Each test leaves its namespace, and its serving group, until the package ends: six tests
+			// run a Qwen3 group of 4 GPUs, 24 in all, so three 8-GPU nodes, and one to spare.
+			Nodes:    localcluster.GPUNodes(4, 8),
+			RealNode: &localcluster.RealNodeOptions{},
+			KeepDir:  os.Getenv("REALNODE_KEEP") != "",
+		},
+		Setup:     setup,
+		OnFailure: dumpOperator,
+	}))
 }
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "test/realnode: the real node needs root (network namespace, mounts, cgroups, containerd); run the tests as root")
-		return 1
-	}
-	// The clients' own logs say nothing the test output needs.
-	ctrllog.SetLogger(logr.Discard())
-	ctx := context.Background()
-	began := time.Now()
-	var err error
-	cluster, err = localcluster.Start(ctx, localcluster.Options{
-		// Each test leaves its namespace, and its serving group, until the package ends: six tests
-		// run a Qwen3 group of 4 GPUs, 24 in all, so three 8-GPU nodes, and one to spare.
-		Nodes:    localcluster.GPUNodes(4, 8),
-		RealNode: &localcluster.RealNodeOptions{},
-		Progress: os.Stderr,
-		KeepDir:  os.Getenv("REALNODE_KEEP") != "",
-	})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "test/realnode: starting the cluster with its real node: %v\n", err)
-		return 1
-	}
-	defer func() {
-		if err := cluster.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "test/realnode: stopping the cluster: %v\n", err)
-		}
-	}()
-	logf("cluster with its real node up in %s", time.Since(began).Round(time.Millisecond))
-	node = cluster.RealNode()
+// setup makes the suite's clients and installs the operator with Helm.
+func setup(ctx context.Context, c *localcluster.Cluster) error {
+	cluster, node = c, c.RealNode()
 	inNetns = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: node.DialContext}}
-
 	scheme := kruntime.NewScheme()
 	for _, add := range []func(*kruntime.Scheme) error{clientgoscheme.AddToScheme, hicachev1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
-			panic(err)
+			return err
 		}
 	}
+	var err error
 	if k8s, err = client.New(cluster.Config(), client.Options{Scheme: scheme}); err != nil {
-		panic(err)
+		return err
 	}
 	if cs, err = kubernetes.NewForConfig(cluster.Config()); err != nil {
-		panic(err)
+		return err
 	}
 	installed := time.Now()
 	if err := installOperator(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "test/realnode: %v\n", err)
-		dumpOperator(ctx)
-		return 1
+		return err
 	}
 	logf("operator installed with Helm and Ready in its pod in %s", time.Since(installed).Round(time.Millisecond))
-	code := m.Run()
-	if code != 0 {
-		dumpOperator(ctx)
-	}
-	logf("done in %s", time.Since(began).Round(time.Millisecond))
-	return code
+	return nil
 }
 
 // chartValues are the chart's values for the local cluster: the locally built images, never

@@ -17,14 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hicache-io/hicache-operator/internal/images"
 	"github.com/hicache-io/hicache-operator/internal/kubeutil"
@@ -44,46 +42,27 @@ func repoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "[router %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-}
+var logf = testutil.SuiteLogger("router")
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "test/router: the real node needs root (network namespace, mounts, cgroups, containerd); run the tests as root")
-		return 1
-	}
+func TestMain(m *testing.M) {
 	routerImage := filepath.Join(repoRoot(), images.Dir, "router", "smg.tar")
 	if _, err := os.Stat(routerImage); err != nil {
 		fmt.Fprintf(os.Stderr, "test/router: the router image is not built (%v): run make images\n", err)
-		return 1
+		os.Exit(1)
 	}
-	ctrllog.SetLogger(logr.Discard())
-	began := time.Now()
-	var err error
-	cluster, err = localcluster.Start(context.Background(), localcluster.Options{
-		RealNode: &localcluster.RealNodeOptions{Images: []string{routerImage}},
-		Progress: os.Stderr,
-	})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "test/router: starting the cluster with its real node: %v\n", err)
-		return 1
-	}
-	defer func() {
-		if err := cluster.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "test/router: stopping the cluster: %v\n", err)
-		}
-	}()
-	logf("cluster with its real node up in %s", time.Since(began).Round(time.Millisecond))
-	if cs, err = kubernetes.NewForConfig(cluster.Config()); err != nil {
-		panic(err)
-	}
-	inNetns = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: cluster.RealNode().DialContext}}
-	code := m.Run()
-	logf("done in %s", time.Since(began).Round(time.Millisecond))
-	return code
+	os.Exit(testutil.RunClusterSuite(m, testutil.ClusterSuite{
+		Name:    "test/router",
+		Options: localcluster.Options{RealNode: &localcluster.RealNodeOptions{Images: []string{routerImage}}},
+		Setup: func(_ context.Context, c *localcluster.Cluster) error {
+			cluster = c
+			var err error
+			if cs, err = kubernetes.NewForConfig(c.Config()); err != nil {
+				return err
+			}
+			inNetns = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: c.RealNode().DialContext}}
+			return nil
+		},
+	}))
 }
 
 // standIn answers the router's questions the way an SGLang leader would, well enough for it to
