@@ -480,7 +480,8 @@ func leaderChange(old, now *hicachev1alpha1.CacheBackendStatus) (string, bool) {
 		return "", false
 	}
 	return fmt.Sprintf("The masters elected a new leader at %s (view %d, was %s at view %d). The cache may be cold: "+
-		"objects written before the failover can be unreadable, and objects removed in its last second can be back; "+
+		"objects written before the failover can be unreadable, and objects removed just before it can be back "+
+		"(a CacheFlush that had not confirmed its removal runs again against the new leader); "+
 		"status.keyCount is the new leader's count", now.Leader, now.ViewVersion, orNone(old.Leader), old.ViewVersion), true
 }
 

@@ -120,6 +120,8 @@ type flushObs struct {
 	cancel  context.CancelFunc
 	// keysBefore is what the scope held right before the attempt (nil: not counted).
 	keysBefore *int64
+	// view is the masters' leader view right before the attempt (0: a master without HA).
+	view int64
 	// started is the Event of the attempt's start, emitted once its claim stands.
 	started flushEvent
 	// out is what the attempt did, once it ran.
@@ -238,6 +240,8 @@ func (r *CacheFlushReconciler) attemptPhases(cf *hicachev1alpha1.CacheFlush, st 
 			return []phase[*flushScope]{recover}
 		}
 		return []phase[*flushScope]{readBackend, recover}
+	case stepConfirm:
+		return []phase[*flushScope]{readBackend, {"confirm the removal with the leader", r.confirmRemoval}}
 	}
 	return []phase[*flushScope]{
 		readBackend,
@@ -300,12 +304,27 @@ func countable(cf *hicachev1alpha1.CacheFlush) bool {
 	return cf.Spec.Scope != hicachev1alpha1.FlushScopeTenant
 }
 
-// countBefore starts the attempt's deadline and counts what the scope holds right before the
-// attempt: the claim keeps it, so that whoever records the attempt knows what it removed even if
-// its process stops.
+// countBefore starts the attempt's deadline, asks the master which leader view it serves (the
+// status keeps it: a flush on masters with HA confirms its removal with that leader), and counts
+// what the scope holds right before the attempt: the claim keeps it, so that whoever records the
+// attempt knows what it removed even if its process stops. A master that does not serve (a
+// standby the backend's status still names, during a failover) runs no attempt: the flush waits.
 func (r *CacheFlushReconciler) countBefore(ctx context.Context, s *flushScope) (step, error) {
 	cf, p, n := s.obj, s.obs.policy, s.obs.plan.Attempt
 	s.obs.attempt, s.obs.cancel = context.WithTimeout(ctx, p.AttemptTimeout)
+	h, err := r.Admin.MasterHealth(s.obs.attempt, s.obs.ep.AdminURL)
+	if err != nil {
+		cf.Status.Attempts = n
+		r.event(cf, failAttempt(cf, p, n, hicachev1alpha1.ReasonBackendUnreachable,
+			fmt.Sprintf("Attempt %d failed: asking the master at %s whether it serves: %v", n, s.obs.ep.AdminURL, attemptErr(s.obs.attempt, err, p)), s.now))
+		return stopFor(r.until(r.Clock.Now().Add(p.backoff(n)))), nil
+	}
+	if h.Role != hicachev1alpha1.MasterLeader {
+		conditionsOf(&cf.Status.Conditions, cf.Generation, s.now).set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForBackend,
+			fmt.Sprintf("The master at %s is %s, not the serving leader (the masters are electing one, or the backend's status has not followed the new leader yet); the flush runs once a leader serves there", s.obs.ep.AdminURL, h.Role))
+		return stopFor(confirmPoll), nil
+	}
+	s.obs.view = h.ViewVersion
 	if !countable(cf) {
 		return proceed, nil
 	}
@@ -330,6 +349,7 @@ func (r *CacheFlushReconciler) countBefore(ctx context.Context, s *flushScope) (
 func (r *CacheFlushReconciler) claim(ctx context.Context, s *flushScope) (step, error) {
 	cf, n := s.obj, s.obs.plan.Attempt
 	unclaimed := cf.Status.DeepCopy()
+	repeat := noteAttemptView(cf, s.obs.view, n)
 	s.obs.started = startAttempt(cf, s.obs.policy, r.Options.Identity, r.method(cf), n, s.obs.keysBefore, s.now)
 	if err := s.writeStatus(ctx); err != nil {
 		if apierrors.IsConflict(err) {
@@ -349,6 +369,7 @@ func (r *CacheFlushReconciler) claim(ctx context.Context, s *flushScope) (step, 
 		giveBack(cf, unclaimed, other, s.now)
 		return stopFor(giveBackWait()), nil
 	}
+	r.event(cf, repeat)
 	r.event(cf, s.obs.started)
 	return proceed, nil
 }
@@ -390,7 +411,43 @@ func (r *CacheFlushReconciler) verifyAndRecord(ctx context.Context, s *flushScop
 	if cf.Status.NextAttemptTime != nil {
 		return stopFor(r.until(cf.Status.NextAttemptTime.Time)), nil
 	}
+	if cf.Status.ConfirmAfter != nil {
+		return stopFor(r.until(cf.Status.ConfirmAfter.Time)), nil
+	}
 	return stopFor(0), nil
+}
+
+// confirmRemoval confirms, with the leader the last attempt ran on, that its removal holds: the
+// flush completes, runs again after a failover, or waits (planConfirm decides).
+func (r *CacheFlushReconciler) confirmRemoval(ctx context.Context, s *flushScope) (step, error) {
+	cf, p := s.obj, s.obs.policy
+	o := confirmObservation{View: cf.Status.ViewVersion, After: cf.Status.ConfirmAfter.Time, Now: s.now, Countable: countable(cf)}
+	if h, err := r.Admin.MasterHealth(ctx, s.obs.ep.AdminURL); err == nil {
+		o.Leader = &h
+	}
+	if o.Leader != nil && o.Leader.Role == hicachev1alpha1.MasterLeader && o.Leader.ViewVersion == o.View && !s.now.Before(o.After) && o.Countable {
+		if k, err := r.Admin.CountKeys(ctx, s.obs.ep.AdminURL, scopePrefix(cf)); err == nil {
+			o.Left = &k
+		}
+	}
+	plan := planConfirm(o)
+	force := cf.Spec.Force == nil || *cf.Spec.Force
+	ev := applyConfirm(cf, p, plan, o.Left, force, r.Clock.Now())
+	if plan.Verdict == confirmWait {
+		return stopFor(r.until(plan.Until)), nil
+	}
+	// The Event follows the stored record.
+	if err := s.writeStatus(ctx); err != nil {
+		return proceed, fmt.Errorf("recording the confirmation of attempt %d: %w", cf.Status.Attempts, err)
+	}
+	r.event(cf, ev)
+	if err := r.cleanupJobs(ctx, cf); err != nil {
+		return proceed, err
+	}
+	if cf.Status.NextAttemptTime != nil {
+		return stopFor(r.until(cf.Status.NextAttemptTime.Time)), nil
+	}
+	return stopFor(time.Millisecond), nil
 }
 
 // recoverAttempt accounts for an attempt whose process stopped before recording it.

@@ -23,6 +23,10 @@ import (
 // claim given back before its attempt ran (another flush of the backend held it) is no attempt:
 // the process remembers it until it claims the flush again, so that its own claim seen again
 // (a give-back refused, or a view older than it) is given back again, not recovered.
+//
+// On masters with HA an attempt that empties the scope does not complete the flush at once: its
+// removal is confirmed with the leader it ran on, or the flush runs again after a failover
+// (flush_durability.go).
 
 // flushPolicy bounds a flush's attempts.
 type flushPolicy struct {
@@ -36,12 +40,15 @@ type flushPolicy struct {
 	// BackoffBase is the wait after the first failed attempt; it doubles after each next one,
 	// up to BackoffMax.
 	BackoffBase, BackoffMax time.Duration
+	// DurabilityWindow is how long after a removal on masters with HA the flush confirms it
+	// (flush_durability.go); 0 completes at once.
+	DurabilityWindow time.Duration
 }
 
 // defaultFlushPolicy is the policy of Options that set none.
 var defaultFlushPolicy = flushPolicy{
 	MaxAttempts: 5, AttemptTimeout: 3 * time.Minute, ClaimGrace: 30 * time.Second,
-	BackoffBase: 10 * time.Second, BackoffMax: 5 * time.Minute,
+	BackoffBase: 10 * time.Second, BackoffMax: 5 * time.Minute, DurabilityWindow: defaultDurabilityWindow,
 }
 
 // backoff is the wait after failed attempt n (1-based).
@@ -86,10 +93,13 @@ const (
 	// stepGiveBack: this process gave the claim of attempt Attempt back without running it, and
 	// the give-back is not stored yet: store it (the attempt did not run and does not count).
 	stepGiveBack
+	// stepConfirm: attempt Attempt emptied the scope on masters with HA: confirm with the
+	// leader it ran on that the removal holds (from status.confirmAfter on), or run again.
+	stepConfirm
 )
 
 func (s flushStep) String() string {
-	return [...]string{"Done", "WaitClaim", "WaitTurn", "WaitJob", "Backoff", "Start", "Poll", "Recover", "GiveUp", "GiveBack"}[s]
+	return [...]string{"Done", "WaitClaim", "WaitTurn", "WaitJob", "Backoff", "Start", "Poll", "Recover", "GiveUp", "GiveBack", "Confirm"}[s]
 }
 
 // flushPlan is the next step, with what it needs.
@@ -192,6 +202,11 @@ func planFlush(o flushObservation) flushPlan {
 			return flushPlan{Step: stepWaitJob, Attempt: j.Attempt, Until: o.Now.Add(o.Policy.AttemptTimeout)}
 		}
 	}
+	if st.ConfirmAfter != nil {
+		// The last attempt emptied the scope: its removal is confirmed (or the flush runs
+		// again after a failover) before anything else.
+		return flushPlan{Step: stepConfirm, Attempt: st.Attempts, Until: st.ConfirmAfter.Time}
+	}
 	if st.Attempts >= o.Policy.MaxAttempts {
 		return flushPlan{Step: stepGiveUp, Attempt: st.Attempts}
 	}
@@ -286,6 +301,7 @@ func giveBack(cf *hicachev1alpha1.CacheFlush, before *hicachev1alpha1.CacheFlush
 	st.StartTime = before.StartTime.DeepCopy()
 	st.NextAttemptTime = before.NextAttemptTime.DeepCopy()
 	st.Method = before.Method
+	st.ViewVersion, st.RepeatedAfterFailover = before.ViewVersion, before.RepeatedAfterFailover
 	if c := meta.FindStatusCondition(before.Conditions, hicachev1alpha1.ConditionFailed); c != nil {
 		meta.SetStatusCondition(&st.Conditions, *c)
 	} else {
@@ -311,7 +327,7 @@ func recordAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, n int32, out a
 		st.Attempts = n
 	}
 	// An attempt that ran but could not be verified removed what it reports all the same.
-	st.Removed += out.Removed
+	addRemoved(st, out.Removed)
 	if out.Err != nil {
 		if out.Final {
 			msg := out.Err.Error()
@@ -321,12 +337,24 @@ func recordAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, n int32, out a
 		}
 		return failAttempt(cf, p, n, out.Reason, fmt.Sprintf("Attempt %d failed: %v", n, out.Err), now)
 	}
-	leftBefore := st.KeysLeft // what an earlier attempt left
-	st.KeysLeft = 0
+	var left int64
 	if out.Left != nil {
-		st.KeysLeft = *out.Left
+		left = *out.Left
 	}
-	if st.KeysLeft > 0 && force && cf.Spec.Scope != hicachev1alpha1.FlushScopeTenant {
+	if removedSoFar(st) == 0 && keysBefore != nil && *keysBefore == 0 && !(left > 0 && force && countable(cf)) {
+		st.KeysLeft = left
+		return complete(cf, hicachev1alpha1.ReasonAlreadyEmpty, fmt.Sprintf("The %s held no objects when the flush ran; nothing was removed", describeScope(cf)), now)
+	}
+	return keysLeftOutcome(cf, p, n, left, st.KeysLeft, force, now)
+}
+
+// keysLeftOutcome records what a flush found in its scope after attempt n: objects left, tried
+// once more and then final (forced flushes of a countable scope); none, complete, once its
+// removal is confirmed on masters with HA. leftBefore is what an earlier attempt left.
+func keysLeftOutcome(cf *hicachev1alpha1.CacheFlush, p flushPolicy, n int32, left, leftBefore int64, force bool, now time.Time) flushEvent {
+	st := &cf.Status
+	st.KeysLeft = left
+	if st.KeysLeft > 0 && force && countable(cf) {
 		// Something wrote the scope while it was flushed: tried once more, then final.
 		if leftBefore == 0 {
 			if n < p.MaxAttempts {
@@ -339,13 +367,11 @@ func recordAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, n int32, out a
 		conditionsOf(&cf.Status.Conditions, cf.Generation, now).set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonKeysLeft, msg)
 		return flushEvent{Type: "Warning", Reason: hicachev1alpha1.ReasonKeysLeft, Action: "Verify", Message: msg}
 	}
-	reason := hicachev1alpha1.ReasonFlushed
-	msg := fmt.Sprintf("Removed %d objects (%s); %d left", st.Removed, describeScope(cf), st.KeysLeft)
-	if st.Removed == 0 && keysBefore != nil && *keysBefore == 0 {
-		reason = hicachev1alpha1.ReasonAlreadyEmpty
-		msg = fmt.Sprintf("The %s held no objects when the flush ran; nothing was removed", describeScope(cf))
+	if st.KeysLeft == 0 && needsConfirmation(st, p) {
+		awaitConfirmation(cf, p, now)
+		return flushEvent{}
 	}
-	return complete(cf, reason, msg, now)
+	return complete(cf, hicachev1alpha1.ReasonFlushed, completionMessage(cf, ""), now)
 }
 
 func complete(cf *hicachev1alpha1.CacheFlush, reason, msg string, now time.Time) flushEvent {
@@ -402,15 +428,18 @@ func recoverAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, n int32, keys
 	}
 	st.Claim = nil
 	if before != nil && keysNow != nil {
-		if removed := *before - *keysNow; removed > 0 {
-			st.Removed += removed
-		}
+		addRemoved(st, *before-*keysNow)
 		if *keysNow == 0 {
 			st.KeysLeft = 0
-			if *before == 0 && st.Removed == 0 {
+			if *before == 0 && removedSoFar(st) == 0 {
 				return complete(cf, hicachev1alpha1.ReasonAlreadyEmpty, fmt.Sprintf(
 					"The %s held no objects when attempt %d ran; nothing was removed (its process %s stopped before recording it)",
 					describeScope(cf), n, holder), now)
+			}
+			if needsConfirmation(st, p) {
+				awaitConfirmation(cf, p, now)
+				return flushEvent{Type: "Normal", Reason: hicachev1alpha1.ReasonConfirmingRemoval, Action: "Flush", Message: fmt.Sprintf(
+					"Attempt %d was recorded after its process %s stopped: the scope held %d objects before it and none after; the removal is confirmed next", n, holder, *before)}
 			}
 			return complete(cf, hicachev1alpha1.ReasonFlushed, fmt.Sprintf(
 				"Removed %d objects (%s); 0 left. Attempt %d was recorded after its process %s stopped: the scope held %d objects before it and none after",

@@ -102,6 +102,14 @@ func TestPlanFlush(t *testing.T) {
 			obs:  obs{status: hicachev1alpha1.CacheFlushStatus{Attempts: 1}, jobs: []attemptJob{{Name: "f-1", Attempt: 1}}},
 			want: flushPlan{Step: stepWaitJob, Attempt: 1, Until: at(time.Minute)},
 		},
+		"the last attempt emptied the scope on masters with HA: confirm its removal first": {
+			obs:  obs{status: hicachev1alpha1.CacheFlushStatus{Attempts: 5, ViewVersion: 3, Removed: 9, ConfirmAfter: ptr.To(metav1.NewTime(at(5 * time.Second)))}, turn: &backendTurn{Flush: "x", Until: expiry}},
+			want: flushPlan{Step: stepConfirm, Attempt: 5, Until: at(5 * time.Second)},
+		},
+		"a run again after a failover starts at once": {
+			obs:  obs{status: hicachev1alpha1.CacheFlushStatus{Attempts: 1, ViewVersion: 4, Removed: 9, RepeatedAfterFailover: 1}},
+			want: flushPlan{Step: stepStart, Attempt: 2},
+		},
 		"finished Jobs of earlier attempts do not hold the next": {
 			obs:  obs{status: hicachev1alpha1.CacheFlushStatus{Attempts: 1}, jobs: []attemptJob{{Name: "f-1", Attempt: 1, Finished: true}}},
 			want: flushPlan{Step: stepStart, Attempt: 2},

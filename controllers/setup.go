@@ -88,6 +88,9 @@ type Options struct {
 	// FlushBackoff is the wait after a flush's first failed attempt, doubled after each next
 	// one up to FlushBackoffMax (0: 10 seconds and 5 minutes).
 	FlushBackoff, FlushBackoffMax time.Duration
+	// FlushDurabilityWindow is how long after a flush's removal on masters with HA the flush
+	// checks that the leader that ran it still serves before it completes (0: 5 seconds).
+	FlushDurabilityWindow time.Duration
 }
 
 // DefaultIdentity is $POD_NAME, else the host name and the process id.
@@ -116,6 +119,9 @@ func (o Options) flushPolicy() flushPolicy {
 	}
 	if o.FlushBackoffMax > 0 {
 		p.BackoffMax = o.FlushBackoffMax
+	}
+	if o.FlushDurabilityWindow > 0 {
+		p.DurabilityWindow = o.FlushDurabilityWindow
 	}
 	p.BackoffMax = max(p.BackoffMax, p.BackoffBase)
 	return p

@@ -101,6 +101,14 @@ const (
 	// ReasonAttemptsExhausted: every allowed attempt failed; the flush is Failed for good.
 	ReasonAttemptsExhausted = "AttemptsExhausted"
 	ReasonInvalidScope      = "InvalidScope"
+	// ReasonConfirmingRemoval: on masters with HA, the flush removed what the scope held and
+	// waits until status.confirmAfter to see that the leader that ran the removal still serves
+	// (a removal is written to etcd a moment after it returns; a leader that dies in between
+	// takes it along, and the objects are back on the next leader).
+	ReasonConfirmingRemoval = "ConfirmingRemoval"
+	// ReasonFlushRepeatedAfterFailover: the masters elected another leader after the flush
+	// removed objects and before it completed; it runs again against the new leader.
+	ReasonFlushRepeatedAfterFailover = "FlushRepeatedAfterFailover"
 )
 
 // How a flush runs (status.method).
@@ -194,6 +202,31 @@ type CacheFlushStatus struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +optional
 	Method string `json:"method,omitempty"`
+
+	// viewVersion is the masters' leader view (the view_version of the leader's /health) under
+	// which the last attempt ran; 0 for a master without HA.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ViewVersion int64 `json:"viewVersion,omitempty"`
+
+	// confirmAfter is set while the flush confirms its removal on masters with HA: it completes
+	// once, at or after this time, the leader of viewVersion still serves and the scope counted
+	// through it is empty. A removal reaches etcd a moment after it returns, and a leader that
+	// dies in between takes it along: the objects are back on the next leader.
+	// +optional
+	ConfirmAfter *metav1.Time `json:"confirmAfter,omitempty"`
+
+	// repeatedAfterFailover is how many times the flush ran again because the masters elected
+	// another leader after it had removed objects and before it completed.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RepeatedAfterFailover int32 `json:"repeatedAfterFailover,omitempty"`
+
+	// removedAgain is what the attempts run after a failover removed: objects that came back
+	// with the failover (which removed counts already), and any written since.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RemovedAgain int64 `json:"removedAgain,omitempty"`
 }
 
 // CacheFlush removes objects from a CacheBackend: the whole store, one namespace (key prefix) or

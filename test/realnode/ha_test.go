@@ -237,9 +237,14 @@ func TestHAMastersFailOverOnEtcd(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", f.Status)
 	})
 	f := getFlush(t, ns, cf.Name)
-	logf("%s: flush during the failover: removed %d, left %d, %d attempts", ns, f.Status.Removed, f.Status.KeysLeft, f.Status.Attempts)
+	logf("%s: flush during the failover: removed %d, left %d, %d attempts, view %d, run again %d time(s) (%d more)", ns,
+		f.Status.Removed, f.Status.KeysLeft, f.Status.Attempts, f.Status.ViewVersion, f.Status.RepeatedAfterFailover, f.Status.RemovedAgain)
 	if f.Status.Removed != int64(len(other)) || f.Status.KeysLeft != 0 {
 		t.Errorf("the flush removed %d and left %d, want %d and 0 (counted once)", f.Status.Removed, f.Status.KeysLeft, len(other))
+	}
+	// It completed under the new leader, after confirming its removal with it.
+	if b := getBackend(t, ns); f.Status.ViewVersion == 0 || f.Status.ViewVersion != b.Status.ViewVersion {
+		t.Errorf("the flush completed under leader view %d; the backend's leader serves view %d", f.Status.ViewVersion, b.Status.ViewVersion)
 	}
 
 	// What the failover kept of the deployment's objects, read back through a client that found
