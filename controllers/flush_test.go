@@ -322,11 +322,17 @@ func TestPickFlush(t *testing.T) {
 		return cf
 	}
 	since := func(sec int) *metav1.Time { v := at(sec); return &v }
+	underView := func(cf hicachev1alpha1.CacheFlush, view int64, done int) hicachev1alpha1.CacheFlush {
+		cf.Status.ViewVersion, cf.Status.CompletionTime = view, ptr.To(at(done))
+		return cf
+	}
 	cases := map[string]struct {
 		existing []hicachev1alpha1.CacheFlush
 		since    *metav1.Time
+		view     int64
 		want     string
 		next     int
+		outdated string
 	}{
 		"none": {since: since(0), next: 1},
 		"one created after writing started covers it (the other deployment's)": {
@@ -345,16 +351,33 @@ func TestPickFlush(t *testing.T) {
 			existing: []hicachev1alpha1.CacheFlush{flush("f1", 5, "1", "complete")}, next: 2},
 		"a sequence that is not a number is skipped": {
 			existing: []hicachev1alpha1.CacheFlush{flush("f1", 5, "x", "complete"), flush("f7", 6, "7", "complete")}, since: since(100), next: 8},
+		"completed under the leader that serves now: it covers": {
+			existing: []hicachev1alpha1.CacheFlush{underView(flush("f1", 50, "1", "complete"), 7, 60)}, since: since(10), view: 7, want: "f1", next: 2},
+		"completed under an older leader: counted and flushed again": {
+			existing: []hicachev1alpha1.CacheFlush{underView(flush("f1", 50, "1", "complete"), 7, 60)}, since: since(10), view: 8, next: 2, outdated: "f1"},
+		"the flush again covers, under the new leader": {
+			existing: []hicachev1alpha1.CacheFlush{underView(flush("f1", 50, "1", "complete"), 7, 60), underView(flush("f2", 70, "2", "complete"), 8, 80)},
+			since:    since(10), view: 8, want: "f2", next: 3, outdated: "f1"},
+		"a flush still running covers under any leader: it confirms with its own": {
+			existing: []hicachev1alpha1.CacheFlush{underView(flush("f1", 50, "1", ""), 7, 60)}, since: since(10), view: 8, want: "f1", next: 2},
+		"without HA any completed flush covers": {
+			existing: []hicachev1alpha1.CacheFlush{flush("f1", 50, "1", "complete")}, since: since(10), view: 8, want: "f1", next: 2},
+		"the last of the outdated ones is named": {
+			existing: []hicachev1alpha1.CacheFlush{underView(flush("f1", 50, "1", "complete"), 6, 60), underView(flush("f2", 70, "2", "complete"), 7, 80)},
+			since:    since(10), view: 9, next: 3, outdated: "f2"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, next := pickFlush(tc.existing, tc.since)
-			gotName := ""
+			got, next, outdated := pickFlush(tc.existing, tc.since, tc.view)
+			gotName, outName := "", ""
 			if got != nil {
 				gotName = got.Name
 			}
-			if gotName != tc.want || next != tc.next {
-				t.Errorf("pickFlush = %q, next %d; want %q, next %d", gotName, next, tc.want, tc.next)
+			if outdated != nil {
+				outName = outdated.Name
+			}
+			if gotName != tc.want || next != tc.next || outName != tc.outdated {
+				t.Errorf("pickFlush = %q, next %d, outdated %q; want %q, next %d, outdated %q", gotName, next, outName, tc.want, tc.next, tc.outdated)
 			}
 		})
 	}

@@ -64,14 +64,20 @@ type flushRequest struct {
 	// drainedFor is set when the requester stopped its writers for this flush.
 	drainedFor *hicachev1alpha1.HiCacheDeployment
 	requester  string
+	// view is the masters' leader view now, when the requester is about to write the namespace
+	// under another layout: a flush completed under an older view does not cover it, since a
+	// failover after a removal can bring the objects back (0: any completed flush covers).
+	view int64
+	// event is the deployment that an Event about a flush run again after a failover goes to.
+	event *hicachev1alpha1.HiCacheDeployment
 }
 
 // pickFlush is the flush among those of one namespace, store and layout that removes what a
 // deployment wrote since since (completed first, then running, then failed), and the sequence
-// number a new one gets.
-func pickFlush(existing []hicachev1alpha1.CacheFlush, since *metav1.Time) (*hicachev1alpha1.CacheFlush, int) {
-	next := 1
-	var best *hicachev1alpha1.CacheFlush
+// number a new one gets. With view set, a flush completed under an older leader view covers
+// nothing: outdated is the last such one, whose namespace is counted and flushed again.
+func pickFlush(existing []hicachev1alpha1.CacheFlush, since *metav1.Time, view int64) (best *hicachev1alpha1.CacheFlush, next int, outdated *hicachev1alpha1.CacheFlush) {
+	next = 1
 	rank := func(cf *hicachev1alpha1.CacheFlush) int {
 		switch {
 		case meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete):
@@ -95,11 +101,23 @@ func pickFlush(existing []hicachev1alpha1.CacheFlush, since *metav1.Time) (*hica
 		if !covers {
 			continue
 		}
+		if done := meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete); done && olderView(cf, view) {
+			if outdated == nil || cf.Status.CompletionTime != nil && outdated.Status.CompletionTime != nil && outdated.Status.CompletionTime.Before(cf.Status.CompletionTime) {
+				outdated = cf
+			}
+			continue
+		}
 		if best == nil || rank(cf) > rank(best) || (rank(cf) == rank(best) && cf.Name < best.Name) {
 			best = cf
 		}
 	}
-	return best, next
+	return best, next, outdated
+}
+
+// olderView tells whether a flush ran under a leader view older than view: the masters failed
+// over since.
+func olderView(cf *hicachev1alpha1.CacheFlush, view int64) bool {
+	return view > 0 && cf.Status.ViewVersion > 0 && cf.Status.ViewVersion < view
 }
 
 // buildFlush is the flush of a request, numbered seq, beside its home backend and owned by it
@@ -137,15 +155,21 @@ func buildFlush(req flushRequest, seq int) *hicachev1alpha1.CacheFlush {
 
 // requestFlush returns the flush that removes a layout generation of a namespace: one that
 // exists (asked for by this or another deployment, in any Kubernetes namespace), or a new one.
+// A new one created because the one that had completed ran under an older leader view says so
+// in an Event on the requester (drainedFor).
 func (r *HiCacheDeploymentReconciler) requestFlush(ctx context.Context, req flushRequest) (*hicachev1alpha1.CacheFlush, bool, error) {
 	var list hicachev1alpha1.CacheFlushList
 	if err := r.List(ctx, &list, client.MatchingLabels{
 		hicachev1alpha1.LabelStore: storeHash(req.storeID), hicachev1alpha1.LabelCacheNamespace: req.namespace, hicachev1alpha1.LabelLayout: req.layout}); err != nil {
 		return nil, false, fmt.Errorf("listing the flushes of namespace %s: %w", req.namespace, err)
 	}
-	cover, seq := pickFlush(list.Items, req.since)
+	cover, seq, outdated := pickFlush(list.Items, req.since, req.view)
 	if cover != nil {
 		return cover, false, nil
+	}
+	if outdated != nil {
+		req.reason = fmt.Sprintf("Counted and flushed again: the masters elected a new leader (view %d) after CacheFlush %s emptied the namespace under view %d. %s",
+			req.view, outdated.Name, outdated.Status.ViewVersion, req.reason)
 	}
 	if backends, err := storeBackends(ctx, r.Client, req.storeID); err != nil {
 		return nil, false, err
@@ -162,6 +186,11 @@ func (r *HiCacheDeploymentReconciler) requestFlush(ctx context.Context, req flus
 			return nil, false, fmt.Errorf("reading CacheFlush %s/%s: %w", cf.Namespace, cf.Name, err)
 		}
 		return &cur, false, nil
+	}
+	if outdated != nil && req.event != nil {
+		r.Recorder.Eventf(req.event, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonRecountAfterFailover, "Flush",
+			"The masters elected a new leader (view %d) after CacheFlush %s emptied namespace %s under view %d: a removal the old leader had not written to etcd comes back on the new one, so CacheFlush %s counts the namespace and flushes it again before the new layout writes it",
+			req.view, relativeName(outdated.Namespace+"/"+outdated.Name, req.event.Namespace), req.namespace, outdated.Status.ViewVersion, relativeName(cf.Namespace+"/"+cf.Name, req.event.Namespace))
 	}
 	return cf, true, nil
 }
@@ -201,8 +230,8 @@ func (r *HiCacheDeploymentReconciler) drainAndFlush(ctx context.Context, hcd *hi
 	// 2. Flush the namespace, once.
 	cf, _, err := r.requestFlush(ctx, flushRequest{
 		storeID: id, namespace: ns, layout: old.ShortHash, since: old.Since, home: obs.backendObj, drainedFor: hcd,
-		requester: hcd.Namespace + "/" + hcd.Name,
-		reason:    fmt.Sprintf("Layout of %s changed from %s to %s under the fixed namespace %s", hcd.Name, old.ShortHash, obs.resolved.ShortHash, ns),
+		requester: hcd.Namespace + "/" + hcd.Name, view: obs.backendObj.Status.ViewVersion, event: hcd,
+		reason: fmt.Sprintf("Layout of %s changed from %s to %s under the fixed namespace %s", hcd.Name, old.ShortHash, obs.resolved.ShortHash, ns),
 	})
 	if err != nil {
 		return fmt.Errorf("requesting the flush of the fixed namespace %s: %w", ns, err)
@@ -486,6 +515,7 @@ func (r *HiCacheDeploymentReconciler) holdForConflict(ctx context.Context, hcd *
 	} else {
 		cf, _, err := r.requestFlush(ctx, flushRequest{
 			storeID: id, namespace: res.Namespace, layout: old.Conflict.LayoutHash, since: old.Conflict.Since, home: obs.backendObj, requester: self,
+			view: obs.backendObj.Status.ViewVersion, event: hcd,
 			reason: fmt.Sprintf("%s writes namespace %s, which %s wrote under layout %s", hcd.Name, res.Namespace, old.Conflict.Deployment, old.Conflict.LayoutHash),
 		})
 		if err != nil {

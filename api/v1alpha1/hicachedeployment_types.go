@@ -671,6 +671,10 @@ const (
 	// ReasonStaleNamespaceDropped: status.cache.staleNamespaces was full and its oldest entry was
 	// dropped; that namespace is no longer flushed by the operator.
 	ReasonStaleNamespaceDropped = "StaleNamespaceDropped"
+	// ReasonRecountAfterFailover: the masters elected another leader after the flush that
+	// emptied a namespace this deployment is about to write under a new layout; the namespace is
+	// counted, and flushed again, through the new leader before the new layout starts.
+	ReasonRecountAfterFailover = "RecountAfterFailover"
 )
 
 // Bounds of the HiCacheDeployment's status lists: what lies beyond them is counted, not listed.
