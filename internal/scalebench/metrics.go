@@ -41,11 +41,11 @@ func ParseMetrics(text string) (Metrics, error) {
 func parseSample(line string) (Sample, error) {
 	s := Sample{Labels: map[string]string{}}
 	rest := line
-	if i := strings.IndexAny(rest, "{ "); i < 0 {
+	i := strings.IndexAny(rest, "{ ")
+	if i < 0 {
 		return s, fmt.Errorf("no value")
-	} else {
-		s.Name, rest = rest[:i], rest[i:]
 	}
+	s.Name, rest = rest[:i], rest[i:]
 	if rest[0] == '{' {
 		rest = rest[1:]
 		for {
