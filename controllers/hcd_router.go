@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/resolve"
 	"github.com/hicache-io/hicache-operator/internal/router"
 )
 
@@ -36,20 +38,64 @@ func routerLabels(hcd *hicachev1alpha1.HiCacheDeployment) map[string]string {
 	return l
 }
 
-// buildRouter renders the router of a deployment without roles: it discovers the leaders of the
-// serving groups (pod 0 of each group) in the deployment's namespace and routes by spec.router's
-// policy. The deployment's client Service fronts it (buildClientService), so its own Service is
-// not used.
-func buildRouter(hcd *hicachev1alpha1.HiCacheDeployment, image string) (*router.Objects, error) {
+// roleLabel is the label key of the role (prefill, decode) of a serving group of a deployment with
+// spec.roles, on its StatefulSets and pods.
+const roleLabel = hicachev1alpha1.LabelPrefix + "role"
+
+// leaderSelector selects the leaders (pod 0) of a deployment's serving groups, of one role when
+// role is set.
+func leaderSelector(hcd *hicachev1alpha1.HiCacheDeployment, role hicachev1alpha1.Role) map[string]string {
+	sel := map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name, appsv1.PodIndexLabel: "0"}
+	if role != "" {
+		sel[roleLabel] = string(role)
+	}
+	return sel
+}
+
+// RolePodAnnotations are what the router needs on the rank pods of one role: on prefill pods, the
+// port of their bootstrap server (spec.roles.transfer.bootstrapPort, as rendered into
+// --disaggregation-bootstrap-port), which the router reads from the leader and gives the decode
+// server with each request; nothing on decode pods. They are set whether spec.router is set or
+// not, so that adding or removing the router rolls no group.
+func RolePodAnnotations(roles *resolve.Roles, role hicachev1alpha1.Role) map[string]string {
+	if role != hicachev1alpha1.RolePrefill {
+		return nil
+	}
+	return map[string]string{router.BootstrapPortAnnotation: strconv.Itoa(int(roles.Transfer.BootstrapPort))}
+}
+
+// BuildRouter renders the router of a deployment (what the reconciler applies while spec.router
+// is set, image being the operator's default router image). Without spec.roles it discovers the
+// leaders of the serving groups (pod 0 of each group) in the deployment's namespace and routes by
+// spec.router.policy. With spec.roles it runs in prefill/decode mode: the prefill and the decode
+// leaders are discovered apart, by their role label, and each request goes to one of each,
+// chosen by spec.router.prefillPolicy and decodePolicy (spec.router.policy when unset); the
+// prefill leader's bootstrap port comes from its annotation (RolePodAnnotations). The
+// deployment's client Service fronts it (buildClientService), so its own Service is not used.
+func BuildRouter(hcd *hicachev1alpha1.HiCacheDeployment, image string) (*router.Objects, error) {
 	spec := hcd.Spec.Router
+	if spec == nil {
+		return nil, fmt.Errorf("spec.router is not set")
+	}
 	if spec.Image != "" {
 		image = spec.Image
 	}
 	cfg := router.Config{
 		Namespace:  hcd.Namespace,
 		WorkerPort: SGLangPort,
-		Selector:   map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name, appsv1.PodIndexLabel: "0"},
 		Policy:     string(spec.Policy),
+	}
+	if hcd.Spec.Roles == nil {
+		for _, p := range []struct{ field, value string }{{"prefillPolicy", string(spec.PrefillPolicy)}, {"decodePolicy", string(spec.DecodePolicy)}} {
+			if p.value != "" {
+				return nil, fmt.Errorf("spec.router.%s chooses the servers of one role and applies only with spec.roles: set spec.router.policy instead", p.field)
+			}
+		}
+		cfg.Selector = leaderSelector(hcd, "")
+	} else {
+		cfg.PrefillSelector = leaderSelector(hcd, hicachev1alpha1.RolePrefill)
+		cfg.DecodeSelector = leaderSelector(hcd, hicachev1alpha1.RoleDecode)
+		cfg.PrefillPolicy, cfg.DecodePolicy = string(spec.PrefillPolicy), string(spec.DecodePolicy)
 	}
 	labels := routerLabels(hcd)
 	objs, err := router.Build(router.Deployment{
@@ -84,7 +130,7 @@ func (r *HiCacheDeploymentReconciler) reconcileRouter(ctx context.Context, hcd *
 		}
 		return nil
 	}
-	objs, err := buildRouter(hcd, r.Options.DefaultRouterImage)
+	objs, err := BuildRouter(hcd, r.Options.DefaultRouterImage)
 	if err != nil {
 		return err
 	}

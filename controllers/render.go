@@ -87,7 +87,7 @@ func RenderChildren(hcd *hicachev1alpha1.HiCacheDeployment, cb *hicachev1alpha1.
 	}
 	applied := []client.Object{r.configMap, r.clientService}
 	if hcd.Spec.Router != nil {
-		ro, err := buildRouter(hcd, opts.DefaultRouterImage)
+		ro, err := BuildRouter(hcd, opts.DefaultRouterImage)
 		if err != nil {
 			return nil, err
 		}

@@ -59,6 +59,17 @@ func TestArgs(t *testing.T) {
 				"--decode-selector", "apps.kubernetes.io/pod-index=0", "hicache.io/deployment=dsv4", "hicache.io/role=decode",
 				"--policy", "cache_aware", "--decode-policy", "power_of_two"},
 		},
+		"prefill/decode mode with a policy per role": {
+			cfg: Config{Namespace: "serving", WorkerPort: 30000,
+				PrefillSelector: map[string]string{"hicache.io/deployment": "dsv4", "hicache.io/role": "prefill", "apps.kubernetes.io/pod-index": "0"},
+				DecodeSelector:  map[string]string{"hicache.io/deployment": "dsv4", "hicache.io/role": "decode", "apps.kubernetes.io/pod-index": "0"},
+				Policy:          "round_robin", PrefillPolicy: "bucket", DecodePolicy: "least_load"},
+			want: []string{"--host", "0.0.0.0", "--port", "30000", "--health-check-port", "30001", "--prometheus-host", "0.0.0.0", "--prometheus-port", "29000",
+				"--service-discovery", "--service-discovery-namespace", "serving", "--service-discovery-port", "30000", "--pd-disaggregation",
+				"--prefill-selector", "apps.kubernetes.io/pod-index=0", "hicache.io/deployment=dsv4", "hicache.io/role=prefill",
+				"--decode-selector", "apps.kubernetes.io/pod-index=0", "hicache.io/deployment=dsv4", "hicache.io/role=decode",
+				"--policy", "round_robin", "--prefill-policy", "bucket", "--decode-policy", "least_load"},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := Args(tc.cfg)
@@ -78,16 +89,17 @@ func TestArgsRefuses(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		"no namespace":         {cfg: Config{WorkerPort: 1, Selector: sel}, want: "needs the namespace"},
-		"no selector":          {cfg: Config{Namespace: "n", WorkerPort: 1}, want: "needs a Selector"},
-		"both modes":           {cfg: Config{Namespace: "n", WorkerPort: 1, Selector: sel, PrefillSelector: sel, DecodeSelector: sel}, want: "not both"},
-		"half a PD router":     {cfg: Config{Namespace: "n", WorkerPort: 1, PrefillSelector: sel}, want: "needs both PrefillSelector and DecodeSelector"},
-		"a role policy alone":  {cfg: Config{Namespace: "n", WorkerPort: 1, Selector: sel, DecodePolicy: "random"}, want: "--decode-policy applies only"},
-		"one port twice":       {cfg: Config{Namespace: "n", WorkerPort: 1, Selector: sel, Port: 30001}, want: "ports must differ"},
-		"an unknown policy":    {cfg: Config{Namespace: "n", WorkerPort: 1, Selector: sel, Policy: "psychic"}, want: `refused by smg 1.13.0: flag --policy does not accept "psychic"`},
-		"bucket is prefill's":  {cfg: Config{Namespace: "n", WorkerPort: 1, PrefillSelector: sel, DecodeSelector: sel, DecodePolicy: "bucket"}, want: `--decode-policy does not accept "bucket"`},
-		"a selector with a =":  {cfg: Config{Namespace: "n", WorkerPort: 1, Selector: map[string]string{"a=b": "c"}}, want: "cannot be written as key=value"},
-		"worker port too high": {cfg: Config{Namespace: "n", WorkerPort: 70000, Selector: sel}, want: "WorkerPort 70000"},
+		"no namespace":           {cfg: Config{WorkerPort: 1, Selector: sel}, want: "needs the namespace"},
+		"no selector":            {cfg: Config{Namespace: "n", WorkerPort: 1}, want: "needs a Selector"},
+		"both modes":             {cfg: Config{Namespace: "n", WorkerPort: 1, Selector: sel, PrefillSelector: sel, DecodeSelector: sel}, want: "not both"},
+		"half a PD router":       {cfg: Config{Namespace: "n", WorkerPort: 1, PrefillSelector: sel}, want: "needs both PrefillSelector and DecodeSelector"},
+		"a role policy alone":    {cfg: Config{Namespace: "n", WorkerPort: 1, Selector: sel, DecodePolicy: "random"}, want: "--decode-policy applies only"},
+		"a prefill policy alone": {cfg: Config{Namespace: "n", WorkerPort: 1, Selector: sel, PrefillPolicy: "bucket"}, want: "--prefill-policy applies only"},
+		"one port twice":         {cfg: Config{Namespace: "n", WorkerPort: 1, Selector: sel, Port: 30001}, want: "ports must differ"},
+		"an unknown policy":      {cfg: Config{Namespace: "n", WorkerPort: 1, Selector: sel, Policy: "psychic"}, want: `refused by smg 1.13.0: flag --policy does not accept "psychic"`},
+		"bucket is prefill's":    {cfg: Config{Namespace: "n", WorkerPort: 1, PrefillSelector: sel, DecodeSelector: sel, DecodePolicy: "bucket"}, want: `--decode-policy does not accept "bucket"`},
+		"a selector with a =":    {cfg: Config{Namespace: "n", WorkerPort: 1, Selector: map[string]string{"a=b": "c"}}, want: "cannot be written as key=value"},
+		"worker port too high":   {cfg: Config{Namespace: "n", WorkerPort: 70000, Selector: sel}, want: "WorkerPort 70000"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Args(tc.cfg)

@@ -132,6 +132,7 @@ func AcceptedObjects() []RefusedObject {
 		hcd("prefill and decode roles", "roles: {prefill: {topology: {tensorParallel: 8}, replicas: 2}, decode: {topology: {tensorParallel: 16}}}"),
 		hcd("decode HiCache with MTP", "topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: NEXTN}}\nroles: {prefill: {}, decode: {l3: HiCache}}"),
 		hcd("prefill buffer_only with decode without L3", "hicache: {hostMemoryMode: buffer_only}\nroles: {prefill: {}, decode: {l3: None}}"),
+		hcd("a prefill/decode router with a policy per role", "roles: {prefill: {}, decode: {}}\nrouter: {prefillPolicy: bucket, decodePolicy: power_of_two}"),
 		hcd("pod overrides of a production deployment", `template:
   labels: {team: search}
   annotations: {prometheus.io/scrape: "false"}
@@ -237,6 +238,9 @@ func RefusedObjects() []RefusedObject {
 		hcd("decode HiCache with a STANDALONE draft", "profile: Qwen3\ntopology: {tensorParallel: 8, gpusPerNode: 8, draft: {algorithm: STANDALONE, modelPath: m}}\nroles: {prefill: {}, decode: {l3: HiCache}}",
 			"spec.roles.decode.l3 HiCache needs SGLang's decode radix cache"),
 		hcd("unknown decode L3", "roles: {prefill: {}, decode: {l3: Sometimes}}", `spec.roles.decode.l3: Unsupported value: "Sometimes"`),
+		hcd("a role's router policy without roles", "router: {decodePolicy: power_of_two}",
+			"spec.router.prefillPolicy and spec.router.decodePolicy choose the servers of one role and apply only with spec.roles"),
+		hcd("a router policy only prefill servers take", "roles: {prefill: {}, decode: {}}\nrouter: {decodePolicy: bucket}", `spec.router.decodePolicy: Unsupported value: "bucket"`),
 		hcd("unknown transfer backend", "roles: {prefill: {}, decode: {}, transfer: {backend: fake}}", `spec.roles.transfer.backend: Unsupported value: "fake"`),
 		hcd("RDMA devices over TCP", "roles: {prefill: {}, decode: {}, transfer: {backend: mooncake_tcp, ibDevice: mlx5_0}}",
 			"spec.roles.transfer.ibDevice names RDMA devices, which the mooncake_tcp backend does not use"),
