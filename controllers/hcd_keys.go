@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
@@ -79,6 +80,36 @@ func keySecretProblem(hcd *hicachev1alpha1.HiCacheDeployment, field string, ref 
 	return ""
 }
 
+// adoptableKeySecret tells whether s is the admin key's Secret the operator generated for hcd
+// that lost its owner reference (stripped by hand, or dropped by a restore from a backup): it has
+// no controller and carries every label the operator gave it. Such a Secret is given its owner
+// back rather than refused; one with another controller, or without the operator's labels, stays
+// someone else's.
+func adoptableKeySecret(hcd *hicachev1alpha1.HiCacheDeployment, s *corev1.Secret) bool {
+	if s == nil || metav1.GetControllerOf(s) != nil {
+		return false
+	}
+	for k, v := range commonLabels(hcd) {
+		if s.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// adoptKeySecret puts the deployment's controller reference back on its admin key's Secret. The
+// patch carries the owner references and the resourceVersion only, never the key.
+func (r *HiCacheDeploymentReconciler) adoptKeySecret(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, s *corev1.Secret) error {
+	before := s.DeepCopy()
+	s.OwnerReferences = append(s.OwnerReferences, ownerRef(hcd))
+	if err := r.Patch(ctx, s, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonAdminKeySecretAdopted, "AdoptAdminKeySecret",
+		"Secret %s, which holds the generated admin API key, had lost its owner reference: it is the deployment's again", s.Name)
+	return nil
+}
+
 // ensureKeys checks the Secrets of SGLang's keys and generates the admin key's Secret when the
 // deployment names none; it returns a conditionError a user must act on.
 func (r *HiCacheDeploymentReconciler) ensureKeys(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment) error {
@@ -109,6 +140,11 @@ func (r *HiCacheDeploymentReconciler) ensureKeys(ctx context.Context, hcd *hicac
 		}
 		r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonAdminKeyGenerated, "GenerateAdminKey",
 			"Generated SGLang's admin API key in Secret %s (key %s); the admin endpoints take it as a bearer token", admin.Name, admin.Key)
+	}
+	if generated && adoptableKeySecret(hcd, s) {
+		if err := r.adoptKeySecret(ctx, hcd, s); err != nil {
+			return fmt.Errorf("giving the admin API key's Secret %s its owner back: %w", admin.Name, err)
+		}
 	}
 	if msg := keySecretProblem(hcd, "spec.security.adminAPIKeySecretRef", admin, s, generated); msg != "" {
 		return &conditionError{reason: hicachev1alpha1.ReasonKeySecretInvalid, message: msg}

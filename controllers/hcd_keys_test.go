@@ -121,3 +121,42 @@ func TestGeneratedAdminKey(t *testing.T) {
 		t.Errorf("secret %s %v: want q-sglang-admin holding the key, controlled by the deployment", s.Name, s.OwnerReferences)
 	}
 }
+
+// A generated admin key's Secret that lost its owner reference is the deployment's again; any
+// other Secret under that name stays someone else's.
+func TestAdoptableKeySecret(t *testing.T) {
+	h := makeHCD("q").Obj()
+	generated := func(change func(*corev1.Secret)) *corev1.Secret {
+		s := buildAdminKeySecret(h, []byte("canary"))
+		s.OwnerReferences = nil
+		if change != nil {
+			change(s)
+		}
+		return s
+	}
+	other := makeHCD("other").Obj()
+	cases := map[string]struct {
+		s    *corev1.Secret
+		want bool
+	}{
+		"lost its owner":     {s: generated(nil), want: true},
+		"still owned":        {s: buildAdminKeySecret(h, []byte("canary"))},
+		"owned by another":   {s: generated(func(s *corev1.Secret) { s.OwnerReferences = []metav1.OwnerReference{ownerRef(other)} })},
+		"another's labels":   {s: generated(func(s *corev1.Secret) { s.Labels = commonLabels(other) })},
+		"without the labels": {s: generated(func(s *corev1.Secret) { s.Labels = nil })},
+		"one label missing":  {s: generated(func(s *corev1.Secret) { delete(s.Labels, "app.kubernetes.io/managed-by") })},
+		"a non-controller owner": {s: generated(func(s *corev1.Secret) {
+			ref := ownerRef(other)
+			ref.Controller = nil
+			s.OwnerReferences = []metav1.OwnerReference{ref}
+		}), want: true},
+		"none": {s: nil},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := adoptableKeySecret(h, tc.s); got != tc.want {
+				t.Errorf("adoptableKeySecret = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -61,6 +61,7 @@ var rbacUses = map[grant]string{
 	// the user gives none.
 	{"", "secrets", "get"}:    "HiCacheDeploymentReconciler.ensureKeys: APIReader.Get",
 	{"", "secrets", "create"}: "HiCacheDeploymentReconciler.ensureKeys: Create of the generated admin key",
+	{"", "secrets", "patch"}:  "HiCacheDeploymentReconciler.adoptKeySecret: the generated admin key's owner reference put back",
 
 	{"", "configmaps", "get"}:    "HiCacheDeploymentReconciler.reconcileChildren: applier.apply reads the current one",
 	{"", "configmaps", "list"}:   "HiCacheDeploymentReconciler.SetupWithManager: Owns ConfigMap",

@@ -56,4 +56,7 @@ const (
 	ReasonKeySecretInvalid = "KeySecretInvalid"
 	// ReasonAdminKeyGenerated: the operator generated the admin API key's Secret.
 	ReasonAdminKeyGenerated = "AdminKeyGenerated"
+	// ReasonAdminKeySecretAdopted: the generated admin API key's Secret had lost its owner
+	// reference, and the operator put it back.
+	ReasonAdminKeySecretAdopted = "AdminKeySecretAdopted"
 )

@@ -50,6 +50,7 @@ var notInTheInstallFlow = map[string]string{
 	"delete services":            "a removed group",
 	"delete networkpolicies":     "a removed group",
 	"patch pods":                 "rank role labels that differ, or the master leader label",
+	"patch secrets":              "the generated admin key's Secret stripped of its owner reference",
 	"patch events.k8s.io/events": "the series of a repeated event",
 	"patch events":               "the series of a repeated leader-election event",
 }
