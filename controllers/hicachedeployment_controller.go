@@ -493,17 +493,10 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}); err != nil {
 		return err
 	}
-	podToHCD := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		name := o.GetLabels()[hicachev1alpha1.LabelDeployment]
-		if name == "" {
-			return nil
-		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
-	})
 	log := mgr.GetLogger().WithValues("controller", "hicachedeployment")
 	backendToHCD := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		var list hicachev1alpha1.HiCacheDeploymentList
-		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{backendRefIndex: o.GetName()}); err != nil {
+		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{backendRefIndex: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 			log.Error(err, "Listing the deployments of a CacheBackend failed: they are not woken by its change", "cacheBackend", klog.KObj(o))
 			return nil
 		}
@@ -521,7 +514,7 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
 		}
 		var list hicachev1alpha1.HiCacheDeploymentList
-		if err := mgr.GetClient().List(ctx, &list, client.MatchingFields{staleFlushIndex: o.GetNamespace() + "/" + o.GetName()}); err != nil {
+		if err := mgr.GetClient().List(ctx, &list, client.MatchingFields{staleFlushIndex: o.GetNamespace() + "/" + o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 			log.Error(err, "Listing the deployments that wait for a CacheFlush failed: they are not woken by its change", "cacheFlush", klog.KObj(o))
 			return reqs
 		}
@@ -551,7 +544,7 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		var reqs []reconcile.Request
 		for i := range writers {
-			if writers[i].UID != h.UID {
+			if wakesWriter(h, &writers[i]) {
 				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&writers[i])})
 			}
 		}
@@ -572,14 +565,18 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.DeploymentWorkers}).
 		For(&hicachev1alpha1.HiCacheDeployment{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&appsv1.StatefulSet{}).
-		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{}).
-		Owns(&corev1.ConfigMap{}).
-		Owns(&networkingv1.NetworkPolicy{}).
+		Owns(&appsv1.StatefulSet{}, builder.WithPredicates(childChanged())).
+		Owns(&appsv1.Deployment{}, builder.WithPredicates(childChanged())).
+		Owns(&corev1.Service{}, builder.WithPredicates(childChanged())).
+		Owns(&corev1.ConfigMap{}, builder.WithPredicates(childChanged())).
+		Owns(&networkingv1.NetworkPolicy{}, builder.WithPredicates(childChanged())).
 		Owns(&hicachev1alpha1.CacheFlush{}).
-		Watches(&corev1.Pod{}, podToHCD, builder.WithPredicates(hasDeploymentLabel)).
-		Watches(&hicachev1alpha1.CacheBackend{}, backendToHCD).
+		Watches(&corev1.Pod{}, podToDeployment(), builder.WithPredicates(hasDeploymentLabel)).
+		Watches(&hicachev1alpha1.CacheBackend{}, backendToHCD, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return backendInputsChanged(e.ObjectOld.(*hicachev1alpha1.CacheBackend), e.ObjectNew.(*hicachev1alpha1.CacheBackend))
+			},
+		})).
 		Watches(&hicachev1alpha1.CacheFlush{}, flushToHCD).
 		Watches(&hicachev1alpha1.HiCacheDeployment{}, writersOfSame, builder.WithPredicates(claimChanged)).
 		Named("hicachedeployment").

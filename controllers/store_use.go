@@ -245,7 +245,9 @@ func storeUsers(ctx context.Context, c client.Reader, scope storeScope) (storeUs
 	return usersOf(scope, pods, writers), nil
 }
 
-// storeWriters lists the deployments whose current layout writes an L3 namespace of a store.
+// storeWriters lists the deployments whose current layout writes an L3 namespace of a store. They
+// are the cache's own objects, not copies (every deployment of a store is one at scale): read them,
+// never change them.
 func storeWriters(ctx context.Context, c client.Reader, id, l3 string) ([]hicachev1alpha1.HiCacheDeployment, error) {
 	backends, err := storeBackends(ctx, c, id)
 	if err != nil {
@@ -255,7 +257,7 @@ func storeWriters(ctx context.Context, c client.Reader, id, l3 string) ([]hicach
 	for i := range backends {
 		b := &backends[i]
 		var hl hicachev1alpha1.HiCacheDeploymentList
-		if err := c.List(ctx, &hl, client.InNamespace(b.Namespace), client.MatchingFields{writerIndex: writerKey(b.Namespace, b.Name, l3)}); err != nil {
+		if err := c.List(ctx, &hl, client.InNamespace(b.Namespace), client.MatchingFields{writerIndex: writerKey(b.Namespace, b.Name, l3)}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing the HiCacheDeployments of CacheBackend %s/%s: %w", b.Namespace, b.Name, err)
 		}
 		out = append(out, hl.Items...)
