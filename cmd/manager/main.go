@@ -110,7 +110,7 @@ func main() {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 
-	cacheOpts := cache.Options{}
+	cacheOpts := controllers.CacheOptions(cache.Options{})
 	if watchNamespaces != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range strings.Split(watchNamespaces, ",") {
