@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -651,6 +652,40 @@ func backendRefOf(h *hicachev1alpha1.HiCacheDeployment) string {
 	return h.Spec.Storage.BackendRef.Name
 }
 
+// backendUseDelay is how long a backend waits, after a deployment's use of its store changed,
+// before it lists the store's use again: the changes of that time are listed at once.
+const backendUseDelay = time.Second
+
+// enqueueAfter is h with every request it adds delayed by d: requests for one object within d
+// are one.
+func enqueueAfter(d time.Duration, h handler.EventHandler) handler.EventHandler {
+	delayed := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		return delayedQueue{q, d}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.Create(ctx, e, delayed(q))
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.Update(ctx, e, delayed(q))
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.Delete(ctx, e, delayed(q))
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.Generic(ctx, e, delayed(q))
+		},
+	}
+}
+
+// delayedQueue adds every request after d.
+type delayedQueue struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	d time.Duration
+}
+
+func (q delayedQueue) Add(r reconcile.Request) { q.AddAfter(r, q.d) }
+
 // SetupWithManager registers the controller.
 func (r *CacheBackendReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
@@ -691,6 +726,10 @@ func (r *CacheBackendReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return reqs
 	})
+	// A backend lists who uses its store; a thousand deployments claiming their namespace within
+	// a minute are a thousand changes of that list. Within backendUseDelay they are one reconcile
+	// and one status write.
+	hcdToBackend = enqueueAfter(backendUseDelay, hcdToBackend)
 	return ctrl.NewControllerManagedBy(mgr).
 		// Probes of different backends run side by side: one whose admin URL hangs holds one
 		// worker for at most the probe deadline.

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,6 +99,9 @@ type config struct {
 	// first cpuProfile of the convergence.
 	profileDir string
 	cpuProfile time.Duration
+	// audit runs the operator's API server with an audit log, from which the manager's writes are
+	// broken down by resource.
+	audit bool
 }
 
 // run measures one N: the raw baseline on one fresh cluster, then the operator on another.
@@ -124,7 +129,7 @@ func run(tb testing.TB, cfg config) scalebench.Result {
 
 // startCluster starts a fresh control plane with nodes for n deployments, and the benchmark's
 // namespace and CacheBackend (an external master: m).
-func startCluster(tb testing.TB, n int, m *mooncaketest.Master, progress io.Writer) (*localcluster.Cluster, client.Client, *hicachev1alpha1.CacheBackend) {
+func startCluster(tb testing.TB, n int, m *mooncaketest.Master, progress io.Writer, audit bool) (*localcluster.Cluster, client.Client, *hicachev1alpha1.CacheBackend) {
 	tb.Helper()
 	ctx := context.Background()
 	c, err := localcluster.Start(ctx, localcluster.Options{
@@ -132,6 +137,7 @@ func startCluster(tb testing.TB, n int, m *mooncaketest.Master, progress io.Writ
 		Nodes:             localcluster.GPUNodes(n*nodesPerDeployment, 8),
 		Timeout:           2*time.Minute + time.Duration(n)*200*time.Millisecond,
 		Progress:          progress,
+		Audit:             audit,
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -210,7 +216,7 @@ func createAll(n int, create func(i int) error) error {
 // operator, and returns how long until every deployment's pods were Ready.
 func runRaw(tb testing.TB, cfg config, m *mooncaketest.Master, p func(string, ...any)) time.Duration {
 	tb.Helper()
-	c, k8s, cb := startCluster(tb, cfg.n, m, cfg.progress)
+	c, k8s, cb := startCluster(tb, cfg.n, m, cfg.progress, false)
 	defer func() { _ = c.Stop() }()
 	w := startWatch(tb, c, cfg.n)
 	ctx := context.Background()
@@ -243,7 +249,7 @@ func runRaw(tb testing.TB, cfg config, m *mooncaketest.Master, p func(string, ..
 // runOperator runs the manager binary, creates the deployments and measures it into res.
 func runOperator(tb testing.TB, cfg config, m *mooncaketest.Master, p func(string, ...any), res *scalebench.Result) {
 	tb.Helper()
-	c, k8s, cb := startCluster(tb, cfg.n, m, cfg.progress)
+	c, k8s, cb := startCluster(tb, cfg.n, m, cfg.progress, cfg.audit)
 	defer func() { _ = c.Stop() }()
 	mgr := startManager(tb, c, cfg)
 	defer mgr.stop(tb)
@@ -308,6 +314,55 @@ func runOperator(tb testing.TB, cfg config, m *mooncaketest.Master, p func(strin
 	if cfg.n <= 20 {
 		checkSameChildren(tb, k8s, cb, cfg.n)
 	}
+	if cfg.audit {
+		p("operator: the manager's writes per deployment, by resource and verb, from the API server's audit log:\n%s", auditWrites(tb, c.AuditLogPath(), cfg.n))
+	}
+}
+
+// auditWrites counts the manager's writes in an audit log by resource and verb, per deployment.
+func auditWrites(tb testing.TB, path string, n int) string {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	counts := map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e struct {
+			Verb      string `json:"verb"`
+			UserAgent string `json:"userAgent"`
+			Stage     string `json:"stage"`
+			ObjectRef struct {
+				Resource, Subresource string
+			} `json:"objectRef"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Stage != "ResponseComplete" || !strings.HasPrefix(e.UserAgent, "manager/") {
+			continue
+		}
+		switch e.Verb {
+		case "create", "patch", "update", "delete":
+		default:
+			continue
+		}
+		r := e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			r += "/" + e.ObjectRef.Subresource
+		}
+		counts[r+" "+e.Verb]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %-40s %.2f\n", k, float64(counts[k])/float64(n))
+	}
+	return b.String()
 }
 
 // checkSameChildren: what the raw run creates is what the operator applied, object for object

@@ -14,7 +14,7 @@ import (
 // TestScaleSmoke runs the benchmark's harness at N = 5: both runs converge, the raw run creates
 // exactly the objects the operator applies, and every figure is read from the manager.
 func TestScaleSmoke(t *testing.T) {
-	res := run(t, config{n: 5, rest: 5 * time.Second, managerBin: buildManager(t), progress: os.Stderr})
+	res := run(t, config{n: 5, rest: 5 * time.Second, managerBin: buildManager(t), progress: os.Stderr, audit: true})
 	if t.Failed() {
 		return
 	}
@@ -41,7 +41,8 @@ func TestScaleSmoke(t *testing.T) {
 // docs/benchmarks.md (BENCH_WRITE=0 not to). BENCH_REST is the time at rest (60s);
 // BENCH_MANAGER_FLAGS adds manager flags (recorded beside the figures); BENCH_MANAGER_BIN runs
 // another binary than one built from this tree; BENCH_PROFILE_DIR receives the manager's heap
-// profile at rest and a CPU profile of the first 30 s of each N. Run it with make bench-scale.
+// profile at rest and a CPU profile of the first 30 s of each N; BENCH_AUDIT=1 logs the manager's
+// writes by resource from the API server's audit log. Run it with make bench-scale.
 func BenchmarkScale(b *testing.B) {
 	ns := []int{50, 200, 1000}
 	if v := os.Getenv("BENCH_N"); v != "" {
@@ -75,7 +76,7 @@ func BenchmarkScale(b *testing.B) {
 		results = results[:0]
 		for _, n := range ns {
 			r := run(b, config{n: n, rest: rest, managerBin: bin, managerFlags: flags, progress: os.Stderr,
-				profileDir: profiles, cpuProfile: 30 * time.Second})
+				profileDir: profiles, cpuProfile: 30 * time.Second, audit: os.Getenv("BENCH_AUDIT") == "1"})
 			results = append(results, r)
 			b.ReportMetric(r.OperatorSeconds/r.RawSeconds, "operator/raw@"+strconv.Itoa(n))
 		}
