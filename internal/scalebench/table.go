@@ -27,6 +27,9 @@ type Result struct {
 	Writes       float64            `json:"writes"`
 	WritesByVerb map[string]float64 `json:"writesByVerb,omitempty"`
 	LeaseWrites  float64            `json:"leaseWrites"`
+	// Throttled are the manager's requests the API server answered 429 (priority and fairness
+	// turning it away) while the deployments converged.
+	Throttled float64 `json:"throttled"`
 	// Reconciles of the HiCacheDeployment controller while they converged.
 	Reconciles float64 `json:"reconciles"`
 	// LagP50 and LagP99: from a group's pods all Ready to its deployment showing Ready.
@@ -106,7 +109,7 @@ func Section(results []Result) (string, error) {
 		if r.Commit != "" {
 			fmt.Fprintf(&b, " at %s", r.Commit)
 		}
-		fmt.Fprintf(&b, " on %d CPUs; writes by verb %s; %.0f lease renewals (PUT) besides", r.CPUs, verbs(r), r.LeaseWrites)
+		fmt.Fprintf(&b, " on %d CPUs; writes by verb %s; %.0f lease renewals (PUT) besides; %.0f requests answered 429", r.CPUs, verbs(r), r.LeaseWrites, r.Throttled)
 		if r.Flags != "" {
 			fmt.Fprintf(&b, "; manager flags beyond a default install: `%s`", r.Flags)
 		}

@@ -288,6 +288,8 @@ func runOperator(tb testing.TB, cfg config, m *mooncaketest.Master, p func(strin
 		}
 	}
 	res.LeaseWrites = wa[http.MethodPut] - wb[http.MethodPut]
+	throttled := map[string]string{"code": "429"}
+	res.Throttled = after.Sum("rest_client_requests_total", throttled) - before.Sum("rest_client_requests_total", throttled)
 	hcd := map[string]string{"controller": "hicachedeployment"}
 	res.Reconciles = after.Sum("controller_runtime_reconcile_total", hcd) - before.Sum("controller_runtime_reconcile_total", hcd)
 	h := scalebench.Delta(before.Histogram("controller_runtime_reconcile_time_seconds", hcd), after.Histogram("controller_runtime_reconcile_time_seconds", hcd))

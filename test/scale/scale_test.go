@@ -1,6 +1,8 @@
 package scale
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -78,6 +80,9 @@ func BenchmarkScale(b *testing.B) {
 			r := run(b, config{n: n, rest: rest, managerBin: bin, managerFlags: flags, progress: os.Stderr,
 				profileDir: profiles, cpuProfile: 30 * time.Second, audit: os.Getenv("BENCH_AUDIT") == "1"})
 			results = append(results, r)
+			if row, err := json.Marshal(r); err == nil {
+				fmt.Fprintf(os.Stderr, "result: %s\n", row)
+			}
 			b.ReportMetric(r.OperatorSeconds/r.RawSeconds, "operator/raw@"+strconv.Itoa(n))
 		}
 	}
