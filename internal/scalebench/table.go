@@ -41,6 +41,8 @@ type Result struct {
 	// PeakRSSBytes is the manager's VmHWM; HeapBytes its heap in use after a GC, at rest.
 	PeakRSSBytes float64 `json:"peakRSSBytes"`
 	HeapBytes    float64 `json:"heapBytes"`
+	// HeapIdleBytes is the heap after a GC before any deployment existed: what N does not change.
+	HeapIdleBytes float64 `json:"heapIdleBytes"`
 	// RestSeconds long after every deployment was Ready: the manager's writes (but the lease's)
 	// and the HiCacheDeployment controller's reconciles.
 	RestSeconds    float64 `json:"restSeconds"`
@@ -109,7 +111,8 @@ func Section(results []Result) (string, error) {
 		if r.Commit != "" {
 			fmt.Fprintf(&b, " at %s", r.Commit)
 		}
-		fmt.Fprintf(&b, " on %d CPUs; writes by verb %s; %.0f lease renewals (PUT) besides; %.0f requests answered 429", r.CPUs, verbs(r), r.LeaseWrites, r.Throttled)
+		fmt.Fprintf(&b, " on %d CPUs; writes by verb %s; %.0f lease renewals (PUT) besides; %.0f requests answered 429; heap %.1f MiB with no deployment, so %.0f KiB per deployment above it",
+			r.CPUs, verbs(r), r.LeaseWrites, r.Throttled, r.HeapIdleBytes/(1<<20), r.per(r.HeapBytes-r.HeapIdleBytes)/1024)
 		if r.Flags != "" {
 			fmt.Fprintf(&b, "; manager flags beyond a default install: `%s`", r.Flags)
 		}

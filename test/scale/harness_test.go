@@ -262,6 +262,7 @@ func runOperator(tb testing.TB, cfg config, m *mooncaketest.Master, p func(strin
 		return meta.IsStatusConditionTrue(cb.Status.Conditions, hicachev1alpha1.ConditionReady)
 	})
 	w := startWatch(tb, c, cfg.n)
+	res.HeapIdleBytes = mgr.heapAfterGC(tb)
 	before := mgr.scrape(tb)
 	res.LoadStart = loadAverage()
 	p("operator: creating %d deployments (load average %.2f)", cfg.n, res.LoadStart)
