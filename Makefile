@@ -25,7 +25,7 @@ tools: ## Build the pinned toolchain into bin/ (control plane, kwok, helm, contr
 generate: ## Regenerate deepcopy, CRDs, RBAC and the chart's copies of them
 	hack/tools.sh controller-gen
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
-	$(CONTROLLER_GEN) crd rbac:roleName=manager-role \
+	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true rbac:roleName=manager-role \
 	  paths=./api/... paths=./controllers/... \
 	  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	hack/sync-chart.sh
