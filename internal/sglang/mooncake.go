@@ -119,6 +119,9 @@ func GlobalSegmentSize(perRank int64, attentionTP, pp int) (int64, error) {
 	if perRank < 0 || attentionTP < 1 || pp < 1 {
 		return 0, fmt.Errorf("a segment of %d bytes per rank at attention-TP %d × PP %d is not a size", perRank, attentionTP, pp)
 	}
+	if int64(pp) > math.MaxInt64/int64(attentionTP) {
+		return 0, fmt.Errorf("attention-TP %d × PP %d ranks do not fit in 64 bits", attentionTP, pp)
+	}
 	ranks := int64(attentionTP) * int64(pp)
 	if perRank > math.MaxInt64/ranks {
 		return 0, fmt.Errorf("a segment of %d bytes per rank times %d ranks does not fit in 64 bits", perRank, ranks)
