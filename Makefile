@@ -49,12 +49,16 @@ unit: ## Unit tests: pure logic, no cluster
 	go test -count=1 -skip '^TestCluster' $$(go list ./... | grep -v -e /test/ -e /internal/localcluster -e /cmd/localcluster -e /internal/mooncake)
 
 .PHONY: test
-test: ## Every test: unit, integration (real kube-apiserver, etcd, scheduler, kwok, Mooncake master), e2e
+test: ## Every test: unit, integration (real kube-apiserver, etcd, scheduler, kwok, Mooncake master), e2e, then the fuzz targets
 	hack/test.sh
 
 .PHONY: bench-scale
 bench-scale: ## The scale benchmark: N = 50, 200, 1000 deployments, the manager binary against the raw baseline (BENCH_N=200 for one N); writes docs/benchmarks.md
 	go test -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 4h -v ./test/scale/
+
+.PHONY: fuzz
+fuzz: ## Run every go test -fuzz target for FUZZTIME each (default 5s)
+	hack/fuzz.sh
 
 ##@ Local cluster
 

@@ -27,4 +27,6 @@ echo "test: images ready in $((SECONDS - start))s"
 export KUBEBUILDER_ASSETS="${ROOT}/bin"
 echo "test: go test ./..."
 go test -count=1 -timeout "${TEST_TIMEOUT:-40m}" ${GO_TEST_FLAGS:-} ./...
+echo "test: fuzzing every go test -fuzz target for ${FUZZTIME:-5s} (make fuzz)"
+hack/fuzz.sh
 echo "test: done in $((SECONDS - start))s"

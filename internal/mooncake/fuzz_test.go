@@ -168,3 +168,70 @@ func FuzzParseErrorBody(f *testing.F) {
 		requireNoAnswerText(t, he, body)
 	})
 }
+
+func FuzzParseSegments(f *testing.F) {
+	addCapturedSeeds(f)
+	f.Add([]byte(`{"total_segments":1,"segments":[{"segment_name":"h:1","size_bytes":16777216}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s, err := ParseSegments(body)
+		if err != nil {
+			requireProtocolError(t, err, body)
+			if s != nil {
+				t.Fatalf("ParseSegments returned %+v with an error", s)
+			}
+			return
+		}
+		if s == nil {
+			t.Fatal("ParseSegments returned nil and no error")
+		}
+		for i, sg := range s {
+			if sg.Name == "" || sg.SizeBytes < 0 {
+				t.Fatalf("segment %d is %+v", i, sg)
+			}
+		}
+	})
+}
+
+func FuzzParseCreateDrainJob(f *testing.F) {
+	addCapturedSeeds(f)
+	f.Add([]byte(`{"success":true,"job_id":"1-2","status":"CREATED"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		id, err := ParseCreateDrainJob(body)
+		if err != nil {
+			requireProtocolError(t, err, body)
+			if id != "" {
+				t.Fatalf("ParseCreateDrainJob returned %q with an error", id)
+			}
+			return
+		}
+		if !jobIDPattern.MatchString(id) {
+			t.Fatalf("ParseCreateDrainJob returned the job id %q", id)
+		}
+	})
+}
+
+func FuzzParseDrainJob(f *testing.F) {
+	addCapturedSeeds(f)
+	f.Add([]byte(`{"success":true,"job_id":"1-2","status_name":"RUNNING","segments":["h:1"],"succeeded_units":3,"failed_units":0,"blocked_units":0,"active_units":1,"migrated_bytes":4096}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		j, err := ParseDrainJob(body)
+		if err != nil {
+			requireProtocolError(t, err, body)
+			if j.ID != "" || j.Segments != nil {
+				t.Fatalf("ParseDrainJob returned %+v with an error", j)
+			}
+			return
+		}
+		if !jobIDPattern.MatchString(j.ID) {
+			t.Fatalf("ParseDrainJob returned the job id %q", j.ID)
+		}
+		switch j.Status {
+		case "", DrainCreated, DrainPlanning, DrainRunning, DrainSucceeded, DrainFailed, DrainCanceled:
+		default:
+			t.Fatalf("ParseDrainJob returned the status %q, not a known one", j.Status)
+		}
+		if j.Succeeded < 0 || j.Failed < 0 || j.Blocked < 0 || j.Active < 0 || j.MovedBytes < 0 {
+			t.Fatalf("ParseDrainJob returned a negative count: %+v", j)
+		}
+	})
+}
