@@ -223,7 +223,14 @@ func jobLog(t *testing.T, ns, job string) string {
 	var b strings.Builder
 	for _, p := range pods.Items {
 		out, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(context.Background())
-		fmt.Fprintf(&b, "--- %s (%v)\n%s\n", p.Name, err, out)
+		// How the container ended says what an empty log cannot (a signal, an OOM kill).
+		var ended []string
+		for _, c := range p.Status.ContainerStatuses {
+			if x := c.State.Terminated; x != nil {
+				ended = append(ended, fmt.Sprintf("%s exited %d (%s, signal %d)", c.Name, x.ExitCode, x.Reason, x.Signal))
+			}
+		}
+		fmt.Fprintf(&b, "--- %s (%v) %s\n%s\n", p.Name, err, strings.Join(ended, "; "), out)
 	}
 	return b.String()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,72 +12,14 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/internal/images"
-	"github.com/hicache-io/hicache-operator/internal/kubeutil"
-	"github.com/hicache-io/hicache-operator/internal/localcluster"
 	"github.com/hicache-io/hicache-operator/internal/mooncake"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
-
-// testEtcd runs a one-member etcd in a pod on the real node, with a Service "etcd": the existing
-// etcd a backend's masters are pointed at. The project builds etcd for its control plane
-// (bin/etcd, a static binary); the pod runs that binary from the host, in the Mooncake image,
-// which is why the test's namespace admits hostPath volumes.
-func testEtcd(t *testing.T, ns string) string {
-	t.Helper()
-	ctx := context.Background()
-	bin, err := filepath.EvalSymlinks(filepath.Join(repoRoot(), "bin", "etcd"))
-	if err != nil {
-		t.Fatalf("bin/etcd: %v", err)
-	}
-	labels := map[string]string{"app": "etcd"}
-	advertise := fmt.Sprintf("http://etcd.%s.svc:2379", ns)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns, Labels: labels},
-		Spec: corev1.PodSpec{
-			NodeSelector: localcluster.RealNodeSelector(),
-			Tolerations:  []corev1.Toleration{localcluster.RealNodeToleration()},
-			Containers: []corev1.Container{{
-				Name: "etcd", Image: images.Mooncake, ImagePullPolicy: corev1.PullNever,
-				Command: []string{"/opt/etcd/etcd", "--data-dir=/var/lib/etcd/data", "--unsafe-no-fsync=true",
-					"--listen-client-urls=http://0.0.0.0:2379", "--advertise-client-urls=" + advertise,
-					"--listen-peer-urls=http://127.0.0.1:2380", "--initial-advertise-peer-urls=http://127.0.0.1:2380",
-					"--initial-cluster=default=http://127.0.0.1:2380"},
-				Ports: []corev1.ContainerPort{{Name: "client", ContainerPort: 2379}},
-				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(2379)}},
-					PeriodSeconds: 1},
-				VolumeMounts: []corev1.VolumeMount{{Name: "bin", MountPath: "/opt/etcd/etcd", ReadOnly: true}, {Name: "data", MountPath: "/var/lib/etcd"}},
-			}},
-			Volumes: []corev1.Volume{
-				{Name: "bin", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: bin, Type: ptr.To(corev1.HostPathFile)}}},
-				{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-			},
-		},
-	}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "etcd", Namespace: ns},
-		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "client", Port: 2379, TargetPort: intstr.FromInt32(2379)}}},
-	}
-	for _, o := range []client.Object{pod, svc} {
-		if err := k8s.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	testutil.Eventually(t, 2*time.Minute, "the etcd pod Ready", func() (bool, string) {
-		var p corev1.Pod
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), &p); err != nil {
-			return false, err.Error()
-		}
-		return kubeutil.PodReady(&p), fmt.Sprintf("%s %+v", p.Status.Phase, p.Status.ContainerStatuses)
-	})
-	return fmt.Sprintf("etcd.%s.svc:2379", ns)
-}
 
 // masterHealth asks one master pod's /health from inside the cluster's network namespace.
 func masterHealth(t *testing.T, p *corev1.Pod) mooncake.Health {
@@ -96,7 +37,8 @@ func masterHealth(t *testing.T, p *corev1.Pod) mooncake.Health {
 	return h
 }
 
-// Three masters elect a leader in etcd, with store pods; a deployment's ranks are given the
+// Three masters elect a leader in the etcd the operator runs for the backend (one member on an
+// emptyDir, its pod admitted as restricted), with store pods; a deployment's ranks are given the
 // etcd:// address; a client writes objects through it; the leader's pod is killed and a flush is
 // requested right after; a standby takes over (the time is logged), the status follows it and
 // re-reads the key count, the flush completes once, clients write and read again through
@@ -104,13 +46,14 @@ func masterHealth(t *testing.T, p *corev1.Pod) mooncake.Health {
 // objects the failover kept is logged (docs/compatibility.md: none were readable with the pinned
 // release).
 func TestHAMastersFailOverOnEtcd(t *testing.T) {
-	ns := newNamespace(t, "ha", "privileged")
-	endpoint := testEtcd(t, ns)
+	ns := newNamespace(t, "ha", baseline)
 	began := time.Now()
 	cb := managedBackend(t, ns, 2, "64Mi", func(cb *hicachev1alpha1.CacheBackend) {
 		cb.Spec.Mooncake.Managed.Replicas = ptr.To(int32(3))
-		cb.Spec.Mooncake.Managed.HA = &hicachev1alpha1.MasterHA{Etcd: hicachev1alpha1.EtcdEndpoints{Endpoints: []string{endpoint}}}
+		cb.Spec.Mooncake.Managed.HA = &hicachev1alpha1.MasterHA{Etcd: hicachev1alpha1.EtcdEndpoints{
+			Managed: &hicachev1alpha1.ManagedEtcd{Storage: hicachev1alpha1.EtcdStorage{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}}
 	})
+	endpoint := managedEtcdReady(t, ns, 1)
 	clusterID := ns + "." + backendName
 	etcdAddr := "etcd://" + endpoint
 	if ep := cb.Status.Endpoints; ep == nil || ep.RPCAddress != etcdAddr || ep.ClusterID != clusterID {
