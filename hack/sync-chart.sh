@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Copies the generated CRDs, the manager's ClusterRole rules and the flush-override admission
+# Copies the generated CRDs, the manager's RBAC rules and the flush-override admission
 # policy and ClusterRole from config/ into the Helm chart,
 # so the chart is never edited by hand where config/ is the source.
 set -euo pipefail
@@ -12,17 +12,14 @@ for f in "${ROOT}"/config/crd/bases/*.yaml; do
   { echo "# Generated from config/crd/bases by hack/sync-chart.sh. Do not edit."; cat "$f"; } > "${CHART}/crds/$(basename "$f")"
 done
 
-# The ClusterRole's rules, under the chart's own name.
+# The manager's rules, as a named template: templates/manager-rbac.yaml puts them in a
+# ClusterRole, or in a Role of each namespace of watchNamespaces.
 {
-  echo "# Generated from config/rbac/role.yaml by hack/sync-chart.sh. Do not edit."
-  echo "apiVersion: rbac.authorization.k8s.io/v1"
-  echo "kind: ClusterRole"
-  echo "metadata:"
-  echo "  name: {{ include \"hicache-operator.fullname\" . }}-manager"
-  echo "  labels:"
-  echo "    {{- include \"hicache-operator.labels\" . | nindent 4 }}"
+  echo "{{- /* Generated from config/rbac/role.yaml by hack/sync-chart.sh. Do not edit. */ -}}"
+  echo "{{- define \"hicache-operator.managerRules\" -}}"
   sed -n '/^rules:/,$p' "${ROOT}/config/rbac/role.yaml"
-} > "${CHART}/templates/manager-clusterrole.yaml"
+  echo "{{- end }}"
+} > "${CHART}/templates/_manager-rules.tpl"
 
 # The admission policy that guards spec.allowInUse and the ClusterRole that grants it, under the
 # chart's names and labels.

@@ -6,7 +6,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${ROOT}"
 
 GENERATED=(api/v1alpha1/zz_generated.deepcopy.go config/crd config/rbac/role.yaml charts/hicache-operator/crds
-           charts/hicache-operator/templates/manager-clusterrole.yaml charts/hicache-operator/templates/flush-override.yaml
+           charts/hicache-operator/templates/_manager-rules.tpl charts/hicache-operator/templates/flush-override.yaml
            internal/sglang/argspec/sglang-args.json internal/router/router-args.json
            docs/reference/api.md)
 before=$(mktemp -d)

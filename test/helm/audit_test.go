@@ -65,7 +65,62 @@ type auditedRequest struct {
 		APIGroup    string `json:"apiGroup"`
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
 	} `json:"objectRef"`
+}
+
+// requestsOf reads the API server's audit log and returns the requests user made of resources
+// (discovery and other non-resource requests left out).
+func requestsOf(t *testing.T, auditLog, user string) []auditedRequest {
+	t.Helper()
+	f, err := os.Open(auditLog)
+	if err != nil {
+		t.Fatalf("the API server's audit log: %v", err)
+	}
+	defer f.Close()
+	var out []auditedRequest
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e auditedRequest
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("an audit event: %v", err)
+		}
+		if e.ImpersonatedUser != nil && e.ImpersonatedUser.Username == user && e.ObjectRef != nil {
+			out = append(out, e)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkRequestsIn fails the test for every request of user, in the audit log, of a
+// cluster-scoped resource or of a namespace not in namespaces.
+func checkRequestsIn(t *testing.T, auditLog, user string, namespaces ...string) {
+	t.Helper()
+	requests := requestsOf(t, auditLog, user)
+	if len(requests) == 0 {
+		t.Fatalf("the audit log %s holds no request of %s", auditLog, user)
+	}
+	byNamespace := map[string]int{}
+	outside := map[string]int{}
+	for _, e := range requests {
+		ns := e.ObjectRef.Namespace
+		byNamespace[ns]++
+		if !slices.Contains(namespaces, ns) {
+			where := "cluster-wide"
+			if ns != "" {
+				where = "in namespace " + ns
+			}
+			outside[grantKey(e.Verb, e.ObjectRef.APIGroup, e.ObjectRef.Resource)+" "+where]++
+		}
+	}
+	t.Logf("requests of the operator by namespace: %v", byNamespace)
+	if len(outside) > 0 {
+		t.Errorf("the operator, watching %v, made requests outside them: %v", namespaces, outside)
+	}
 }
 
 // grantKey is "verb resource" for the core group and "verb group/resource[/subresource]"

@@ -24,8 +24,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
@@ -55,30 +58,8 @@ func TestInstall(t *testing.T) {
 	}
 	ctx := context.Background()
 	start := time.Now()
-	cluster, err := localcluster.Start(ctx, localcluster.Options{Nodes: localcluster.GPUNodes(1, 8), Audit: true})
-	if err != nil {
-		t.Fatalf("starting the local cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Errorf("stopping the local cluster: %v", err)
-		}
-	})
+	cluster, admin, kubeconfig := startAuditedCluster(t)
 	t.Logf("local cluster ready in %s", time.Since(start).Round(time.Millisecond))
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cluster.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, hicachev1alpha1.AddToScheme, apiextensionsv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	admin, err := client.New(cluster.Config(), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// The release namespace enforces the restricted Pod Security profile: the API server's own
 	// admission refuses the operator pod if the chart's security context falls short of it.
@@ -119,7 +100,7 @@ func TestInstall(t *testing.T) {
 
 	// The operator, in this process, as the ServiceAccount.
 	operatorUser := "system:serviceaccount:" + namespace + ":" + serviceAccount
-	op := startOperator(t, cluster.Config(), operatorUser)
+	op := startOperator(t, cluster.Config(), operatorUser, nil)
 	select {
 	case <-op.elected:
 	case <-op.done:
@@ -238,6 +219,36 @@ func TestInstall(t *testing.T) {
 	})
 	t.Logf("the sample's children garbage-collected in %s", time.Since(step).Round(time.Millisecond))
 	t.Logf("install test done in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// startAuditedCluster starts a local control plane with one simulated GPU node and an audit log,
+// stopped when the test ends; it returns a client and a kubeconfig file of its administrator.
+func startAuditedCluster(t *testing.T) (*localcluster.Cluster, client.Client, string) {
+	t.Helper()
+	cluster, err := localcluster.Start(context.Background(), localcluster.Options{Nodes: localcluster.GPUNodes(1, 8), Audit: true})
+	if err != nil {
+		t.Fatalf("starting the local cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			t.Errorf("stopping the local cluster: %v", err)
+		}
+	})
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := cluster.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, hicachev1alpha1.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin, err := client.New(cluster.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cluster, admin, kubeconfig
 }
 
 // helm runs bin/helm and fails the test with its error output when it fails.
@@ -435,8 +446,9 @@ func (o *operator) stop(t *testing.T) {
 }
 
 // startOperator runs the manager as cmd/manager builds it (leader election on, the same
-// controllers), with every request impersonating user.
-func startOperator(t *testing.T, admin *rest.Config, user string) *operator {
+// controllers, its cache limited to watchNamespaces when there are any, as --watch-namespaces
+// does), with every request impersonating user.
+func startOperator(t *testing.T, admin *rest.Config, user string, watchNamespaces []string) *operator {
 	t.Helper()
 	o := &operator{done: make(chan struct{}), refused: &refusals{}, log: &syncBuffer{}}
 	ctrl.SetLogger(zap.New(zap.WriteTo(o.log), zap.UseDevMode(true), zap.StacktraceLevel(zapcore.PanicLevel)))
@@ -449,6 +461,13 @@ func startOperator(t *testing.T, admin *rest.Config, user string) *operator {
 			t.Fatal(err)
 		}
 	}
+	cacheOpts := cache.Options{}
+	if len(watchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range watchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
@@ -457,6 +476,9 @@ func startOperator(t *testing.T, admin *rest.Config, user string) *operator {
 		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       namespace,
 		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cacheOpts,
+		// Each install test starts the same controllers again, in this process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		t.Fatalf("creating the manager: %v", err)

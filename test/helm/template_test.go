@@ -21,6 +21,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -300,11 +301,57 @@ func TestValues(t *testing.T) {
 		sets  []string
 		check func(t *testing.T, m manifest)
 	}{
-		"watchNamespaces become --watch-namespaces": {
+		"watchNamespaces become --watch-namespaces and Roles in those namespaces": {
 			sets: []string{"watchNamespaces={a,b}"},
 			check: func(t *testing.T, m manifest) {
 				if got := args(t, manager(deployment(t, m, fullname)))["watch-namespaces"]; got != "a,b" {
 					t.Errorf("--watch-namespaces=%q, want a,b", got)
+				}
+				// No cluster-wide grant of the manager's rules, and nothing else bound cluster-wide
+				// but the metrics authentication.
+				for _, kind := range []string{"ClusterRole", "ClusterRoleBinding"} {
+					if m.find(kind, fullname+"-manager") != nil {
+						t.Errorf("with watchNamespaces the chart still renders %s %s-manager", kind, fullname)
+					}
+				}
+				for _, b := range m.ofKind("ClusterRoleBinding") {
+					if b.GetName() != fullname+"-metrics-auth" {
+						t.Errorf("with watchNamespaces the chart binds ClusterRoleBinding %s", b.GetName())
+					}
+				}
+				want := map[string]bool{"a": true, "b": true}
+				subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: fullname, Namespace: namespace}}
+				for _, kind := range []string{"Role", "RoleBinding"} {
+					got := map[string]bool{}
+					for _, u := range m.ofKind(kind) {
+						if u.GetName() != fullname+"-manager" {
+							continue
+						}
+						got[u.GetNamespace()] = true
+						if kind == "Role" {
+							var r rbacv1.Role
+							if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, &r, true); err != nil {
+								t.Fatal(err)
+							}
+							if diff := cmp.Diff(rulesOf(t, "config/rbac/role.yaml"), r.Rules); diff != "" {
+								t.Errorf("Role %s/%s rules differ from config/rbac/role.yaml (-config +chart):\n%s", r.Namespace, r.Name, diff)
+							}
+							continue
+						}
+						var b rbacv1.RoleBinding
+						if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, &b, true); err != nil {
+							t.Fatal(err)
+						}
+						if diff := cmp.Diff(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: fullname + "-manager"}, b.RoleRef); diff != "" {
+							t.Errorf("RoleBinding %s/%s roleRef (-want +got):\n%s", b.Namespace, b.Name, diff)
+						}
+						if diff := cmp.Diff(subject, b.Subjects); diff != "" {
+							t.Errorf("RoleBinding %s/%s subjects (-want +got):\n%s", b.Namespace, b.Name, diff)
+						}
+					}
+					if diff := cmp.Diff(want, got); diff != "" {
+						t.Errorf("the namespaces of the %ss %s-manager (-want +got):\n%s", kind, fullname, diff)
+					}
 				}
 			},
 		},

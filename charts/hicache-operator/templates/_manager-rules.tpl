@@ -1,10 +1,5 @@
-# Generated from config/rbac/role.yaml by hack/sync-chart.sh. Do not edit.
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: {{ include "hicache-operator.fullname" . }}-manager
-  labels:
-    {{- include "hicache-operator.labels" . | nindent 4 }}
+{{- /* Generated from config/rbac/role.yaml by hack/sync-chart.sh. Do not edit. */ -}}
+{{- define "hicache-operator.managerRules" -}}
 rules:
 - apiGroups:
   - ""
@@ -125,3 +120,4 @@ rules:
   - list
   - patch
   - watch
+{{- end }}
