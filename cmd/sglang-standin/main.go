@@ -3,11 +3,13 @@
 // operator renders, it checks ARGS against the pinned release's argument definitions as the
 // release's parser would (exiting 2 on a refusal), then serves --host:--port with the release's
 // key checks (auth.go) in front of a few of its endpoints, which answer without doing anything:
-// /health, /health_generate, /v1/models, /generate, and the admin endpoints
-// /hicache/storage-backend/clear, /hicache/storage-backend and /flush_cache.
+// /health, /health_generate, /generate, the admin endpoints /hicache/storage-backend/clear,
+// /hicache/storage-backend and /flush_cache, and, with what the command line tells (info.go),
+// /server_info, /model_info and /v1/models, which a router reads to register the server.
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -49,14 +51,27 @@ func main() {
 	fmt.Fprintf(os.Stderr, "sglang stand-in (sglang %s arguments): serving %s:%s, api key set: %v, admin key set: %v\n",
 		spec.Version(), values["host"], values["port"], apiKey != "", adminKey != "")
 
+	info := serverArgs(spec, occ)
+	started := time.Now().Unix()
 	mux := http.NewServeMux()
+	// The answers of the endpoints that report something: what the router reads when it
+	// registers a server. The others answer "ok".
+	bodies := map[string]func() any{
+		"GET /server_info":     func() any { return serverInfo(info, spec.Version()) },
+		"GET /get_server_info": func() any { return serverInfo(info, spec.Version()) },
+		"GET /model_info":      func() any { return modelInfo(info) },
+		"GET /get_model_info":  func() any { return modelInfo(info) },
+		"GET /v1/models":       func() any { return models(info, started) },
+	}
 	routes := map[string]authLevel{
 		"GET /health": levelNormal, "GET /health_generate": levelNormal, "GET /v1/models": levelNormal, "POST /generate": levelNormal,
+		"GET /server_info": levelNormal, "GET /get_server_info": levelNormal, "GET /model_info": levelNormal, "GET /get_model_info": levelNormal,
 		"POST /hicache/storage-backend/clear": levelAdminOptional, "PUT /hicache/storage-backend": levelAdminOptional,
 		"DELETE /hicache/storage-backend": levelAdminOptional, "GET /hicache/storage-backend": levelAdminOptional,
 		"POST /flush_cache": levelAdminOptional,
 	}
 	for pattern, level := range routes {
+		body := bodies[pattern]
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			if ok, status := decide(r.Method, r.URL.Path, r.Header.Get("Authorization"), apiKey, adminKey, level); !ok {
 				w.Header().Set("Content-Type", "application/json")
@@ -68,7 +83,14 @@ func main() {
 				fmt.Fprintf(w, `{"error":%q}`, msg)
 				return
 			}
-			fmt.Fprintln(w, "ok")
+			if body == nil {
+				fmt.Fprintln(w, "ok")
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			if err := json.NewEncoder(w).Encode(body()); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
 		})
 	}
 	srv := &http.Server{Addr: net.JoinHostPort(values["host"], values["port"]), Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
+)
+
+// serverArgs are the server's arguments as SGLang 0.5.23's /server_info reports them (its
+// ServerArgs, by attribute name): every argument's default where the release states one as a
+// literal, overlaid with the values of the command line, converted as argparse would; and
+// served_model_name falling back to model_path, as the release resolves it.
+func serverArgs(spec *argspec.Spec, occ []argspec.Occurrence) map[string]any {
+	out := map[string]any{}
+	for _, a := range spec.Arguments() {
+		if len(a.Default) == 0 {
+			continue
+		}
+		var v any
+		if err := json.Unmarshal(a.Default, &v); err == nil {
+			out[a.Dest] = v
+		}
+	}
+	for _, o := range occ {
+		a := o.Argument
+		switch a.Action {
+		case argspec.ActionStoreTrue:
+			out[a.Dest] = true
+			continue
+		case argspec.ActionStoreFalse:
+			out[a.Dest] = false
+			continue
+		case argspec.ActionBooleanOptional:
+			out[a.Dest] = !strings.HasPrefix(o.Flag, "--no-")
+			continue
+		}
+		if len(o.Values) == 0 {
+			continue
+		}
+		if a.Nargs.Max != 1 {
+			vals := make([]any, len(o.Values))
+			for i, v := range o.Values {
+				vals[i] = typed(a.Type, v)
+			}
+			out[a.Dest] = vals
+			continue
+		}
+		out[a.Dest] = typed(a.Type, o.Values[len(o.Values)-1])
+	}
+	if out["served_model_name"] == nil {
+		out["served_model_name"] = out["model_path"]
+	}
+	return out
+}
+
+// typed converts a command-line value the way the argument's type does in the release.
+func typed(kind, v string) any {
+	switch kind {
+	case argspec.TypeInt:
+		if n, err := strconv.ParseInt(strings.ReplaceAll(strings.TrimSpace(v), "_", ""), 10, 64); err == nil {
+			return n
+		}
+	case argspec.TypeFloat:
+		if f, err := strconv.ParseFloat(strings.ReplaceAll(strings.TrimSpace(v), "_", ""), 64); err == nil {
+			return f
+		}
+	case argspec.TypeJSON, argspec.TypeJSONList:
+		var out any
+		if err := json.Unmarshal([]byte(v), &out); err == nil {
+			return out
+		}
+	}
+	return v
+}
+
+// serverInfo is the body of /server_info: the server's arguments, the release's version and
+// its frontend (internal_states, the schedulers' live state, is left out: there are none).
+func serverInfo(args map[string]any, version string) map[string]any {
+	out := make(map[string]any, len(args)+2)
+	for k, v := range args {
+		out[k] = v
+	}
+	out["version"] = version
+	out["frontend"] = "python"
+	return out
+}
+
+// modelInfo is the body of /model_info, as far as the server's arguments tell it.
+func modelInfo(args map[string]any) map[string]any {
+	tokenizer := args["tokenizer_path"]
+	if tokenizer == nil {
+		tokenizer = args["model_path"]
+	}
+	return map[string]any{
+		"model_path":          args["model_path"],
+		"served_model_name":   args["served_model_name"],
+		"tokenizer_path":      tokenizer,
+		"is_generation":       true,
+		"disaggregation_mode": args["disaggregation_mode"],
+	}
+}
+
+// models is the body of /v1/models: the one served model, as the release lists it.
+func models(args map[string]any, created int64) map[string]any {
+	return map[string]any{"object": "list", "data": []map[string]any{{
+		"id": args["served_model_name"], "object": "model", "created": created, "owned_by": "sglang",
+		"root": args["served_model_name"], "max_model_len": args["context_length"],
+	}}}
+}
