@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/hicache-io/hicache-operator/controllers"
 	"github.com/hicache-io/hicache-operator/internal/images"
 )
 
@@ -159,6 +160,7 @@ func TestDefaults(t *testing.T) {
 		"health-probe-bind-address": ":8081",
 		"metrics-bind-address":      ":8443",
 		"backend-poll-interval":     "15s",
+		"deployment-workers":        strconv.Itoa(controllers.DefaultDeploymentWorkers),
 		"zap-log-level":             "info",
 	}
 	if diff := cmp.Diff(wantArgs, args(t, c)); diff != "" {
@@ -433,10 +435,10 @@ func TestValues(t *testing.T) {
 			},
 		},
 		"operator settings": {
-			sets: []string{"backendPollInterval=1m", "logLevel=debug", "defaults.sglangImage=sglang:x", "defaults.mooncakeImage=mooncake:y"},
+			sets: []string{"backendPollInterval=1m", "deploymentWorkers=8", "logLevel=debug", "defaults.sglangImage=sglang:x", "defaults.mooncakeImage=mooncake:y"},
 			check: func(t *testing.T, m manifest) {
 				got := args(t, manager(deployment(t, m, fullname)))
-				want := map[string]string{"backend-poll-interval": "1m", "zap-log-level": "debug", "default-sglang-image": "sglang:x", "default-mooncake-image": "mooncake:y"}
+				want := map[string]string{"backend-poll-interval": "1m", "deployment-workers": "8", "zap-log-level": "debug", "default-sglang-image": "sglang:x", "default-mooncake-image": "mooncake:y"}
 				for k, v := range want {
 					if got[k] != v {
 						t.Errorf("--%s=%q, want %q", k, got[k], v)
@@ -547,6 +549,7 @@ func TestRefusedValues(t *testing.T) {
 		"unknown nested key":      {sets: []string{"metrics.port=9090"}, want: []string{"/metrics", "'port' not allowed"}},
 		"bad namespace":           {sets: []string{"watchNamespaces={Team_A}"}, want: []string{"/watchNamespaces/0", "Team_A"}},
 		"bad interval":            {sets: []string{"backendPollInterval=soon"}, want: []string{"/backendPollInterval", "soon"}},
+		"no workers":              {sets: []string{"deploymentWorkers=0"}, want: []string{"/deploymentWorkers", "minimum"}},
 		"bad quantity":            {sets: []string{"resources.limits.memory=lots"}, want: []string{"/resources/limits/memory", "lots"}},
 		"unknown log level":       {sets: []string{"logLevel=verbose"}, want: []string{"/logLevel", "info"}},
 		"bad fullnameOverride":    {sets: []string{"fullnameOverride=My_Operator"}, want: []string{"/fullnameOverride", "My_Operator"}},
