@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/mooncake/mooncaketest"
 )
 
 func getCB(t *testing.T, ns, name string) *hicachev1alpha1.CacheBackend {
@@ -520,5 +522,93 @@ spec:
 	time.Sleep(3 * time.Second)
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "legacy-store"}, &appsv1.Deployment{}); err != nil {
 		t.Errorf("a Deployment the backend does not own was touched: %v", err)
+	}
+}
+
+// An admin URL that answers like no master does, every way in turn (garbage, silence, drips of
+// headers and body, answers without end, a compressed bomb, a redirect loop), beside a backend
+// whose master is real: the hostile one is reported unreachable, each of its probes lets go
+// within the probe deadline having read no more than the admin client's bounds, and the other
+// backend stays Ready, probed at its own rhythm throughout.
+func TestAHostileAdminURLHoldsNeitherTheOperatorNorAnotherBackend(t *testing.T) {
+	ns := newNamespace(t)
+	m := startMaster(t)
+	healthyURL, probed := countingAdmin(t, m.AdminURL)
+	externalBackend(t, ns, "healthy", m.RPCAddr, healthyURL)
+	hostile := mooncaketest.StartHostile(t)
+	create(t, &hicachev1alpha1.CacheBackend{
+		ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: ns},
+		Spec: hicachev1alpha1.CacheBackendSpec{Type: hicachev1alpha1.BackendMooncake, Mooncake: &hicachev1alpha1.MooncakeSpec{
+			External: &hicachev1alpha1.ExternalMooncake{RPCAddress: m.RPCAddr, AdminURL: hostile.URL},
+		}},
+	})
+
+	// Until the endpoint has answered every way, watch the healthy backend's probes and Ready,
+	// and the heap of this process (the operator runs in it).
+	answered := func() map[mooncaketest.HostileMode]bool {
+		seen := map[mooncaketest.HostileMode]bool{}
+		for _, r := range hostile.Requests() {
+			seen[r.Mode] = true
+		}
+		return seen
+	}
+	var (
+		maxGap, notReadyFor time.Duration
+		lastProbe           = time.Now()
+		seen                = probed.Load()
+		peakHeap            uint64
+		ms                  runtime.MemStats
+	)
+	runtime.ReadMemStats(&ms)
+	baseHeap := ms.HeapInuse
+	start := time.Now()
+	for next := time.Now(); len(answered()) < len(mooncaketest.HostileModes); next = next.Add(200 * time.Millisecond) {
+		if time.Since(start) > 3*time.Minute {
+			t.Fatalf("the hostile endpoint answered %d of %d ways in 3 minutes: %v", len(answered()), len(mooncaketest.HostileModes), answered())
+		}
+		for time.Now().Before(next) {
+			if n := probed.Load(); n != seen {
+				maxGap, lastProbe, seen = max(maxGap, time.Since(lastProbe)), time.Now(), n
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		c := meta.FindStatusCondition(getCB(t, ns, "healthy").Status.Conditions, hicachev1alpha1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			notReadyFor += 200 * time.Millisecond
+		}
+		runtime.ReadMemStats(&ms)
+		peakHeap = max(peakHeap, ms.HeapInuse)
+	}
+	maxGap = max(maxGap, time.Since(lastProbe))
+	window := time.Since(start)
+	t.Logf("the hostile endpoint answered all %d ways in %v; the healthy backend's longest gap between probes was %v; heap in use %d MiB at the start, at most %d MiB",
+		len(mooncaketest.HostileModes), window.Round(100*time.Millisecond), maxGap.Round(10*time.Millisecond), baseHeap>>20, peakHeap>>20)
+
+	// The healthy backend: its poll interval (1 s here), 2 s more for a loaded machine.
+	if bound := time.Second + 2*time.Second; maxGap > bound {
+		t.Errorf("the healthy backend went %v without a probe beside the hostile one; want within %v", maxGap.Round(10*time.Millisecond), bound)
+	}
+	if notReadyFor > 0 {
+		t.Errorf("the healthy backend was not Ready for about %v beside the hostile one", notReadyFor)
+	}
+	// The hostile one: each answer left by the operator within the probe deadline (1 s more for
+	// a loaded machine), after at most the largest answer bound of the admin client (a 16 MiB
+	// /metrics page) plus what the kernel's socket buffers on both ends of a loopback connection
+	// hold (up to 10 MiB here).
+	const maxBytes = 16<<20 + 24<<20
+	for _, r := range hostile.Requests() {
+		if r.Took > controllers.DefaultProbeTimeout+time.Second {
+			t.Errorf("%s %s: the operator held the answer for %v; want within the probe deadline %v", r.Mode, r.Path, r.Took.Round(10*time.Millisecond), controllers.DefaultProbeTimeout)
+		}
+		if r.Bytes > maxBytes {
+			t.Errorf("%s %s: the endpoint sent %d MiB before the operator left; want at most %d MiB", r.Mode, r.Path, r.Bytes>>20, maxBytes>>20)
+		}
+		if strings.Contains(r.Query, "loop=") {
+			t.Errorf("the operator followed a redirect to %s?%s", r.Path, r.Query)
+		}
+	}
+	c := meta.FindStatusCondition(getCB(t, ns, "hostile").Status.Conditions, hicachev1alpha1.ConditionReady)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != hicachev1alpha1.ReasonMasterUnreachable || !strings.Contains(c.Message, hostile.URL) {
+		t.Errorf("the hostile backend's Ready is %+v; want False, %s, naming %s", c, hicachev1alpha1.ReasonMasterUnreachable, hostile.URL)
 	}
 }
