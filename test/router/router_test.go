@@ -24,10 +24,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/controllers"
 	"github.com/hicache-io/hicache-operator/internal/images"
 	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
+	"github.com/hicache-io/hicache-operator/internal/resolve"
 	"github.com/hicache-io/hicache-operator/internal/router"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
@@ -65,47 +69,64 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// standIn answers the router's questions the way an SGLang leader would, well enough for it to
-// register the server: 200 with a small JSON document on every GET, and on /health only while
-// the file /tmp/unhealthy is absent.
-const standIn = `
-import http.server, json, os
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        if self.path.startswith("/health") and os.path.exists("/tmp/unhealthy"):
-            self.send_response(503); self.end_headers(); return
-        body = {"model_path": "deepseek-ai/DeepSeek-V4", "is_generation": True, "dp_size": 1}
-        if self.path.startswith("/v1/models"):
-            body = {"object": "list", "data": [{"id": "deepseek-v4", "object": "model"}]}
-        b = json.dumps(body).encode()
-        self.send_response(200); self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
-    def do_POST(self):
-        self.do_GET()
-    def log_message(self, *a):
-        pass
-http.server.ThreadingHTTPServer(("0.0.0.0", 30000), H).serve_forever()
-`
-
 const (
-	deployment = "dsv4"
-	roleLabel  = "hicache.io/role"
-	podIndex   = "apps.kubernetes.io/pod-index"
-	groupLabel = "hicache.io/group"
-	depLabel   = "hicache.io/deployment"
+	podIndex = "apps.kubernetes.io/pod-index"
+	// roleLabel is the role label of the serving groups of a deployment with spec.roles.
+	roleLabel = hicachev1alpha1.LabelPrefix + "role"
 )
 
-// leaderPod is a stand-in rank pod of one serving group: role, group and pod index as the
-// operator labels them; ready false makes its readiness probe fail.
-func leaderPod(ns, role string, group, index int, ready bool) *corev1.Pod {
-	cmd := "python3 -c \"$STANDIN\""
-	if !ready {
-		cmd = "touch /tmp/unhealthy && " + cmd
+// pdDeployment is the PD sample (prefill TP 8 x 2 groups of one node, decode TP 16 x 1 group of
+// two nodes) with a router, in namespace ns, as the API server defaults it.
+func pdDeployment(t *testing.T, ns string) *hicachev1alpha1.HiCacheDeployment {
+	t.Helper()
+	h := testutil.LoadSample(t, "pd_deepseek_v4.yaml")
+	h.Namespace = ns
+	h.Spec.Router = &hicachev1alpha1.RouterSpec{}
+	h.Default()
+	return h
+}
+
+// rankPod is rank index of serving group g of a role, as the operator renders it for SGLang, run
+// by the SGLang stand-in (cmd/sglang-standin: it checks the rendered command line against the
+// pinned release's arguments, exiting on a refusal, and answers the HTTP API the router reads):
+// the role's rendered command line, the labels of a role group's pods and the annotations the
+// router reads (controllers.RolePodAnnotations). ready false points its readiness probe at a
+// path the stand-in does not serve, so it never becomes Ready.
+func rankPod(t *testing.T, h *hicachev1alpha1.HiCacheDeployment, roles *resolve.Roles, role hicachev1alpha1.Role, g, index int, ready bool) *corev1.Pod {
+	t.Helper()
+	rr := roles.Prefill
+	if role == hicachev1alpha1.RoleDecode {
+		rr = roles.Decode
 	}
-	p := &corev1.Pod{
+	group := fmt.Sprintf("%s-%s-%d", h.Name, role, g)
+	addr := ""
+	if rr.Nodes > 1 {
+		addr = fmt.Sprintf("%s-0.%s.%s.svc:%d", group, group, h.Namespace, controllers.DistInitPort)
+	}
+	be := &resolve.Backend{Name: "mooncake", RPCAddress: "mooncake-master." + h.Namespace + ".svc:50051", MetadataServer: "P2PHANDSHAKE", MetricsPort: 9003}
+	cfg, _, err := resolve.RoleServerConfig(roles, rr, be, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := sglang.Args(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := controllers.HealthPath
+	if !ready {
+		probe = "/never-ready"
+	}
+	fieldEnv := func(name, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: fmt.Sprintf("%s-%s-%d-%d", deployment, role, group, index), Namespace: ns,
-			Labels: map[string]string{depLabel: deployment, roleLabel: role, groupLabel: fmt.Sprint(group), podIndex: fmt.Sprint(index)},
+			Name: fmt.Sprintf("%s-%d", group, index), Namespace: h.Namespace,
+			Labels: map[string]string{
+				"app.kubernetes.io/name": "sglang", hicachev1alpha1.LabelDeployment: h.Name, roleLabel: string(role),
+				hicachev1alpha1.LabelGroup: fmt.Sprint(g), podIndex: fmt.Sprint(index),
+			},
+			Annotations: controllers.RolePodAnnotations(roles, role),
 		},
 		Spec: corev1.PodSpec{
 			NodeSelector:                  localcluster.RealNodeSelector(),
@@ -116,12 +137,15 @@ func leaderPod(ns, role string, group, index int, ready bool) *corev1.Pod {
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			Containers: []corev1.Container{{
-				Name: "sglang", Image: images.Mooncake, ImagePullPolicy: corev1.PullNever,
-				Command: []string{"sh", "-c", cmd},
-				Env:     []corev1.EnvVar{{Name: "STANDIN", Value: standIn}},
-				Ports:   []corev1.ContainerPort{{Name: "http", ContainerPort: 30000}},
+				Name: resolve.ServingContainer, Image: images.SGLangStandin, ImagePullPolicy: corev1.PullNever,
+				Command: sglang.Command(), Args: args,
+				Env: []corev1.EnvVar{
+					fieldEnv("POD_IP", "status.podIP"), fieldEnv("NODE_RANK", "metadata.labels['"+podIndex+"']"),
+					{Name: resolve.AdminAPIKeyEnv, Value: "a-test-admin-key"},
+				},
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: controllers.SGLangPort}},
 				ReadinessProbe: &corev1.Probe{
-					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("http")}},
+					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: probe, Port: intstr.FromString("http")}},
 					PeriodSeconds: 1, FailureThreshold: 1,
 				},
 				SecurityContext: &corev1.SecurityContext{
@@ -131,10 +155,6 @@ func leaderPod(ns, role string, group, index int, ready bool) *corev1.Pod {
 			}},
 		},
 	}
-	if role == "prefill" {
-		p.Annotations = map[string]string{router.BootstrapPortAnnotation: "8998"}
-	}
-	return p
 }
 
 // workers is the router's /workers answer, as far as the test reads it.
@@ -144,6 +164,9 @@ type workers struct {
 		WorkerType string `json:"worker_type"`
 		Healthy    bool   `json:"is_healthy"`
 		Bootstrap  *int   `json:"bootstrap_port"`
+		// Labels hold what the router read from the server's /server_info, among them the
+		// --disaggregation-mode of its command line.
+		Labels map[string]string `json:"labels"`
 	} `json:"workers"`
 }
 
@@ -157,10 +180,12 @@ func get(url string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
-// TestPrefillDecodeRouterDiscoversTheReadyLeaders: the router the operator builds, in
-// prefill/decode mode with Kubernetes discovery, starts on the real node, lists exactly the
-// leaders of the Ready groups (prefill and decode apart), drops a group that goes away, and its
-// own readiness follows whether it has workers.
+// TestPrefillDecodeRouterDiscoversTheReadyLeaders: the router the operator builds for a
+// deployment with roles (controllers.BuildRouter), in prefill/decode mode with Kubernetes
+// discovery, starts on the real node in front of the roles' rank pods as the operator renders
+// them, lists exactly the leaders of the Ready groups (prefill and decode apart, the prefill's
+// bootstrap port from its annotation), drops a group that goes away, and its own readiness
+// follows whether it has workers.
 func TestPrefillDecodeRouterDiscoversTheReadyLeaders(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -172,32 +197,38 @@ func TestPrefillDecodeRouterDiscoversTheReadyLeaders(t *testing.T) {
 	if err := cluster.WaitForServiceAccount(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
+	h := pdDeployment(t, ns)
+	roles, err := resolve.RolesOf(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployment := h.Name
 
-	// Two prefill groups of two pods, one decode group whose leader is Ready, and one whose
-	// leader is not.
+	// Two prefill groups of one pod, one decode group of two pods whose leader is Ready, and one
+	// whose leader is not.
 	pods := []*corev1.Pod{
-		leaderPod(ns, "prefill", 0, 0, true), leaderPod(ns, "prefill", 0, 1, true),
-		leaderPod(ns, "prefill", 1, 0, true), leaderPod(ns, "prefill", 1, 1, true),
-		leaderPod(ns, "decode", 0, 0, true), leaderPod(ns, "decode", 1, 0, false),
+		rankPod(t, h, roles, hicachev1alpha1.RolePrefill, 0, 0, true), rankPod(t, h, roles, hicachev1alpha1.RolePrefill, 1, 0, true),
+		rankPod(t, h, roles, hicachev1alpha1.RoleDecode, 0, 0, true), rankPod(t, h, roles, hicachev1alpha1.RoleDecode, 0, 1, true),
+		rankPod(t, h, roles, hicachev1alpha1.RoleDecode, 1, 0, false),
 	}
 	for _, p := range pods {
 		if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	leader := func(role string) map[string]string {
-		return map[string]string{depLabel: deployment, roleLabel: role, podIndex: "0"}
-	}
-	cfg := router.Config{Namespace: ns, WorkerPort: 30000, PrefillSelector: leader("prefill"), DecodeSelector: leader("decode")}
-	labels := map[string]string{"app.kubernetes.io/name": "router", depLabel: deployment}
-	objs, err := router.Build(router.Deployment{
-		Name: deployment + "-router", Namespace: ns, Image: images.Router, PullPolicy: corev1.PullNever, Replicas: 1,
-		Labels: labels, Selector: labels,
-		NodeSelector: localcluster.RealNodeSelector(), Tolerations: []corev1.Toleration{localcluster.RealNodeToleration()},
-	}, cfg)
+	objs, err := controllers.BuildRouter(h, images.Router)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What the real node needs: the router on it, from the image imported there. The deployment
+	// is not created (nothing here runs the operator), so the objects own nothing.
+	tmpl := &objs.Deployment.Spec.Template.Spec
+	tmpl.NodeSelector, tmpl.Tolerations = localcluster.RealNodeSelector(), []corev1.Toleration{localcluster.RealNodeToleration()}
+	tmpl.Containers[0].ImagePullPolicy = corev1.PullNever
+	for _, o := range []metav1.Object{objs.ServiceAccount, objs.Role, objs.RoleBinding, objs.Deployment} {
+		o.SetOwnerReferences(nil)
+	}
+	routerSelector := metav1.FormatLabelSelector(objs.Deployment.Spec.Selector)
 	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, objs.ServiceAccount, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -205,9 +236,6 @@ func TestPrefillDecodeRouterDiscoversTheReadyLeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, objs.RoleBinding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.CoreV1().Services(ns).Create(ctx, objs.Service, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	started := time.Now()
@@ -228,7 +256,7 @@ func TestPrefillDecodeRouterDiscoversTheReadyLeaders(t *testing.T) {
 		return p.Status.PodIP
 	}
 	routerPod := func() (*corev1.Pod, bool) {
-		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=router"})
+		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: routerSelector})
 		if err != nil || len(list.Items) != 1 {
 			return nil, false
 		}
@@ -252,12 +280,16 @@ func TestPrefillDecodeRouterDiscoversTheReadyLeaders(t *testing.T) {
 			if !x.Healthy {
 				continue
 			}
+			// The server the role selector found runs that role: its rendered command line says so.
+			if mode := x.Labels["disaggregation_mode"]; mode != x.WorkerType {
+				return nil, nil, fmt.Errorf("%s worker %s runs --disaggregation-mode %q: %s", x.WorkerType, x.URL, mode, body)
+			}
 			switch x.WorkerType {
 			case "prefill":
 				// The decode side learns the prefill's bootstrap port from the router, which reads
 				// it from the pod's annotation.
-				if x.Bootstrap == nil || *x.Bootstrap != 8998 {
-					return nil, nil, fmt.Errorf("prefill worker %s has bootstrap port %v, want 8998: %s", x.URL, x.Bootstrap, body)
+				if want := int(roles.Transfer.BootstrapPort); x.Bootstrap == nil || *x.Bootstrap != want {
+					return nil, nil, fmt.Errorf("prefill worker %s has bootstrap port %v, want %d: %s", x.URL, x.Bootstrap, want, body)
 				}
 				prefill = append(prefill, x.URL)
 			case "decode":
@@ -294,7 +326,11 @@ func TestPrefillDecodeRouterDiscoversTheReadyLeaders(t *testing.T) {
 		if p == nil {
 			return false, "no router pod"
 		}
-		return ready, fmt.Sprintf("phase %s, conditions %v", p.Status.Phase, p.Status.Conditions)
+		if ready || p.Status.PodIP == "" {
+			return ready, fmt.Sprintf("phase %s, conditions %v", p.Status.Phase, p.Status.Conditions)
+		}
+		code, body, err := get(fmt.Sprintf("http://%s:%d/readiness", p.Status.PodIP, router.DefaultHealthPort))
+		return false, fmt.Sprintf("phase %s, /readiness %d %q %v", p.Status.Phase, code, body, err)
 	})
 	logf("router Ready %s after its Deployment was created", time.Since(started).Round(100*time.Millisecond))
 	expect("the leaders of the Ready groups, by role",
@@ -321,7 +357,7 @@ func TestPrefillDecodeRouterDiscoversTheReadyLeaders(t *testing.T) {
 		code, body, err := get(fmt.Sprintf("http://%s:%d/readiness", p.Status.PodIP, router.DefaultHealthPort))
 		return !ready && code == http.StatusServiceUnavailable, fmt.Sprintf("pod ready %v, /readiness %d %q %v", ready, code, body, err)
 	})
-	if _, err := cs.CoreV1().Pods(ns).Create(ctx, leaderPod(ns, "decode", 2, 0, true), metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, rankPod(t, h, roles, hicachev1alpha1.RoleDecode, 2, 0, true), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 2*time.Minute, "the router Ready again with a decode worker", func() (bool, string) {
@@ -341,13 +377,18 @@ func dump(ns string) {
 	}
 	for _, p := range list.Items {
 		logf("pod %s: phase %s, ip %s, conditions %v", p.Name, p.Status.Phase, p.Status.PodIP, p.Status.Conditions)
+		for _, c := range p.Status.ContainerStatuses {
+			logf("pod %s container %s: ready %v, %d restarts, state %+v, last state %+v", p.Name, c.Name, c.Ready, c.RestartCount, c.State, c.LastTerminationState)
+		}
 		if !strings.Contains(p.Name, "router") {
 			continue
 		}
-		raw, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To(int64(60))}).DoRaw(ctx)
-		if err != nil && !apierrors.IsNotFound(err) {
-			logf("logs of %s: %v", p.Name, err)
+		for _, previous := range []bool{true, false} {
+			raw, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To(int64(60)), Previous: previous}).DoRaw(ctx)
+			if err != nil && !apierrors.IsNotFound(err) {
+				logf("logs of %s (previous %v): %v", p.Name, previous, err)
+			}
+			logf("logs of %s (previous %v):\n%s", p.Name, previous, raw)
 		}
-		logf("logs of %s:\n%s", p.Name, raw)
 	}
 }
