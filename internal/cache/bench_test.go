@@ -1,10 +1,33 @@
 package cache
 
-import "testing"
+import (
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cpuTime is the CPU time this process has used (every thread: the garbage collector's work
+// counts). On a machine shared with other work the wall time of an operation grows with the load
+// average; its CPU time much less.
+func cpuTime(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports, as cpu-ns/op, the CPU time per operation from start to the end of the
+// benchmark's loop.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.Helper()
+	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+}
 
 // benchTopologies are TP=64, PP=4 (256 ranks) topologies: a replicated
 // target with an MHA sidecar draft (mixed duties) and a fully sharded hybrid.
-func benchTopologies(b *testing.B) map[string]Topology {
+func benchTopologies(b testing.TB) map[string]Topology {
 	return map[string]Topology{
 		"DeepSeekV4-EAGLE3": mk("DeepSeekV4").TP(64).PP(4).Draft(DraftEAGLE3).Obj(b),
 		"Qwen3Next":         mk("Qwen3Next").TP(64).PP(4).Obj(b),
@@ -17,11 +40,13 @@ func BenchmarkPlan(b *testing.B) {
 	for name, topo := range benchTopologies(b) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
+			start := cpuTime(b)
 			for b.Loop() {
 				if _, err := Plan(topo); err != nil {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, start)
 		})
 	}
 }
@@ -43,6 +68,7 @@ func BenchmarkPlanAndFingerprint(b *testing.B) {
 	for name, topo := range benchTopologies(b) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
+			start := cpuTime(b)
 			for b.Loop() {
 				p, err := Plan(topo)
 				if err != nil {
@@ -51,6 +77,7 @@ func BenchmarkPlanAndFingerprint(b *testing.B) {
 				_ = p.Summary()
 				_ = Namespace(Facts(topo, benchSettings))
 			}
+			reportCPU(b, start)
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -68,6 +69,9 @@ func FuzzPlan(f *testing.F) {
 				t.Fatalf("Plan failed on a topology Validate accepts, or with an empty message: %v", err)
 			}
 			return
+		}
+		if want, _ := referencePlan(topo); !reflect.DeepEqual(want, p) {
+			t.Fatalf("topology %+v: the plan differs from the reference's", topo)
 		}
 		if bad := checkInvariants(topo, p); len(bad) > 0 {
 			t.Fatalf("topology %+v:\n%s", topo, strings.Join(bad, "\n"))

@@ -102,46 +102,95 @@ type SuffixInput struct {
 // KeySuffixes returns the key suffixes of one page of one pool for one rank,
 // following the table in this file's comment.
 func KeySuffixes(in SuffixInput) []string {
-	shardTag := strconv.Itoa(in.TPRank)
-	replTag := ""
-	if in.PipelineParallel > 1 {
-		shardTag += "_" + strconv.Itoa(in.PPRank)
-		replTag = strconv.Itoa(in.PPRank)
-	}
+	var w suffixWriter
+	w.write(in)
+	return w.cut()
+}
+
+// suffixWriter writes key suffixes one after the other into one buffer, remembering where each
+// ends, and cuts them out of one string: a plan's thousands of suffixes cost two allocations.
+type suffixWriter struct {
+	b    []byte
+	ends []int
+}
+
+// write appends the suffixes of in, following the table in this file's comment.
+func (w *suffixWriter) write(in SuffixInput) {
 	if in.Pool == PoolMamba {
-		out := make([]string, 0, 1+in.MambaConvBuffers)
-		base := "_" + shardTag
-		out = append(out, base+"_temporal")
+		w.start(in, true)
+		w.end("_temporal", "")
 		for i := 0; i < in.MambaConvBuffers; i++ {
-			out = append(out, base+"_conv_"+strconv.Itoa(i))
+			w.start(in, true)
+			w.b = append(w.b, "_conv_"...)
+			w.b = strconv.AppendInt(w.b, int64(i), 10)
+			w.ends = append(w.ends, len(w.b))
 		}
-		return out
+		return
 	}
 	sharded := in.Sharding == RankSharded
-	tag := replTag
-	if sharded {
-		tag = shardTag
-	}
-	base := "_" + tag + "_"
 	switch in.Pool {
 	case PoolKV:
+		w.one(in, sharded, "k", "")
 		if sharded {
-			return []string{base + "k", base + "v"}
+			w.one(in, sharded, "v", "")
 		}
-		return []string{base + "k"}
 	case PoolSWA, PoolDraftSWA:
 		if sharded {
-			return []string{base + string(in.Pool) + "_k", base + string(in.Pool) + "_v"}
+			w.one(in, sharded, string(in.Pool), "_k")
+			w.one(in, sharded, string(in.Pool), "_v")
+		} else {
+			w.one(in, sharded, string(in.Pool), "")
 		}
-		return []string{base + string(in.Pool)}
 	case PoolDraft:
+		w.one(in, sharded, "draft_k", "")
 		if sharded {
-			return []string{base + "draft_k", base + "draft_v"}
+			w.one(in, sharded, "draft_v", "")
 		}
-		return []string{base + "draft_k"}
 	default:
-		return []string{base + string(in.Pool)}
+		w.one(in, sharded, string(in.Pool), "")
 	}
+}
+
+// one appends one suffix of a pool other than mamba: "_", the rank tag, "_", name and tail.
+func (w *suffixWriter) one(in SuffixInput, sharded bool, name, tail string) {
+	w.start(in, sharded)
+	w.b = append(w.b, '_')
+	w.end(name, tail)
+}
+
+// start appends "_" and the rank tag: "{tp}" or "{tp}_{pp}" for a rank-sharded pool, "" or
+// "{pp}" for a replicated one.
+func (w *suffixWriter) start(in SuffixInput, sharded bool) {
+	w.b = append(w.b, '_')
+	switch {
+	case sharded:
+		w.b = strconv.AppendInt(w.b, int64(in.TPRank), 10)
+		if in.PipelineParallel > 1 {
+			w.b = append(w.b, '_')
+			w.b = strconv.AppendInt(w.b, int64(in.PPRank), 10)
+		}
+	case in.PipelineParallel > 1:
+		w.b = strconv.AppendInt(w.b, int64(in.PPRank), 10)
+	}
+}
+
+// end appends name and tail and ends a suffix there.
+func (w *suffixWriter) end(name, tail string) {
+	w.b = append(w.b, name...)
+	w.b = append(w.b, tail...)
+	w.ends = append(w.ends, len(w.b))
+}
+
+// cut returns every suffix written, in order.
+func (w *suffixWriter) cut() []string {
+	s := string(w.b)
+	out := make([]string, len(w.ends))
+	from := 0
+	for i, e := range w.ends {
+		out[i] = s[from:e]
+		from = e
+	}
+	return out
 }
 
 // KeysForPage returns, sorted and without duplicates, every key the plan

@@ -67,8 +67,9 @@ type Warning struct {
 	Message string     `json:"message"`
 }
 
-// RankPlan is the per-rank L3 duty plan of a topology. Ranks of one PP stage
-// share the KeySuffixes slices of replicated pools: treat a plan as read-only.
+// RankPlan is the per-rank L3 duty plan of a topology. Its slices share backing
+// arrays (a rank's writes are part of its reads, ranks of one PP stage share
+// the KeySuffixes of replicated pools): treat a plan as read-only.
 type RankPlan struct {
 	Attention        AttentionKind `json:"attention"`
 	Backend          BackendType   `json:"backend"`
@@ -112,45 +113,86 @@ func Plan(t Topology) (RankPlan, error) {
 		Ranks:             make([]RankDuty, 0, t.TotalRanks()),
 	}
 	pools := t.objectPools()
+	np := len(pools)
 	replicatedTarget := t.Attention.RankReplicated()
+	// What each pool is to every rank: its sharding, and whether a follower of a replicated
+	// target writes it (a leader writes every pool).
+	shardings := make([]Sharding, np)
+	byFollowers := make([]bool, np)
+	followerPools := 0
+	for i, p := range pools {
+		shardings[i] = t.PoolSharding(p)
+		if byFollowers[i] = followerWrites(t, p, shardings[i]); byFollowers[i] {
+			followerPools++
+		}
+	}
+	suffixes := newPlanSuffixes(t, pools, shardings, attnTP)
+	// Every rank's reads are cut from one slab. A leader writes every pool: its writes are its
+	// reads. A follower writes the pools followers write: a run of its reads when they are
+	// neighbours (a sidecar draft's pools come last), else its own part of the slab.
+	first := slices.Index(byFollowers, true)
+	if first < 0 {
+		first = 0
+	}
+	run := first+followerPools <= np && !slices.Contains(byFollowers[first:first+followerPools], false)
+	groups := plan.Replicas * t.PipelineParallel * plan.AttentionDPGroups
+	size := groups * attnTP * np
+	if replicatedTarget && !run {
+		size += groups * (attnTP - 1) * followerPools
+	}
+	slab := make([]PoolKeys, size)
+	// A rank's reason depends on its PP stage and whether it leads: one per (stage, role).
+	reasons := make([]string, 2*t.PipelineParallel)
+	off := 0
 	for rep := 0; rep < plan.Replicas; rep++ {
 		for pp := 0; pp < t.PipelineParallel; pp++ {
-			// Replicated objects have the same suffixes on every rank of a
-			// stage: compute them once and share the (read-only) slices.
-			replicatedKeys := make(map[PoolName][]string, len(pools))
 			for dpg := 0; dpg < plan.AttentionDPGroups; dpg++ {
 				for tp := 0; tp < attnTP; tp++ {
+					leader := tp == 0 || !replicatedTarget
+					reads := slab[off : off+np : off+np]
+					off += np
+					if rep == 0 && dpg == 0 {
+						for i, p := range pools {
+							reads[i] = PoolKeys{Pool: p, Sharding: shardings[i], KeySuffixes: suffixes.next(i, tp)}
+						}
+					} else {
+						// The same TP rank of the same stage in the first replica and group.
+						copy(reads, plan.Ranks[pp*plan.AttentionDPGroups*attnTP+tp].Reads)
+					}
+					var w []PoolKeys
+					switch {
+					case leader:
+						w = reads
+					case run:
+						w = reads[first : first+followerPools : first+followerPools]
+					default:
+						w = slab[off : off : off+followerPools]
+						off += followerPools
+						for i := range pools {
+							if byFollowers[i] {
+								w = append(w, reads[i])
+							}
+						}
+					}
 					d := RankDuty{
 						GlobalRank: (rep*t.PipelineParallel+pp)*t.TensorParallel + dpg*attnTP + tp,
 						TPRank:     tp,
 						PPRank:     pp,
 						DPRank:     dpg,
-						Reads:      make([]PoolKeys, 0, len(pools)),
-						Writes:     []PoolKeys{},
+						Reads:      reads,
+						Writes:     w,
 					}
 					if !t.DPAttention {
 						d.DPRank = rep
 					}
-					leader := tp == 0 || !replicatedTarget
-					for _, p := range pools {
-						sh := t.PoolSharding(p)
-						suffixes, ok := replicatedKeys[p]
-						if !ok {
-							suffixes = KeySuffixes(SuffixInput{
-								Pool: p, Sharding: sh, TPRank: tp, PPRank: pp,
-								PipelineParallel: t.PipelineParallel, MambaConvBuffers: t.MambaConvBuffers,
-							})
-							if sh == Replicated {
-								replicatedKeys[p] = suffixes
-							}
-						}
-						keys := PoolKeys{Pool: p, Sharding: sh, KeySuffixes: suffixes}
-						d.Reads = append(d.Reads, keys)
-						if leader || followerWrites(t, p, sh) {
-							d.Writes = append(d.Writes, keys)
-						}
+					r := &reasons[2*pp]
+					if !leader {
+						r = &reasons[2*pp+1]
 					}
-					d.Reason = dutyReason(t, d, leader)
+					if *r == "" {
+						*r = dutyReason(t, d, leader)
+					}
+					d.Reason = *r
 					plan.Ranks = append(plan.Ranks, d)
 				}
 			}
@@ -158,6 +200,78 @@ func Plan(t Topology) (RankPlan, error) {
 	}
 	plan.Warnings = planWarnings(t)
 	return plan, nil
+}
+
+// planSuffixes hands out the key suffixes of a plan's ranks, all cut from one string: stage by
+// stage, the replicated pools' (one slice for every rank of the stage), then each attention-TP
+// rank's rank-sharded pools'. A rank-sharded pool's suffixes depend on the rank and the stage
+// only, not on the replica or the attention-DP group. next must be called in that order: for
+// each stage, for each rank, for each pool.
+type planSuffixes struct {
+	all       []string
+	shardings []Sharding
+	counts    []int      // suffixes of one page, by pool
+	repl      [][]string // the current stage's, by replicated pool
+	cur       int
+}
+
+func newPlanSuffixes(t Topology, pools []PoolName, shardings []Sharding, attnTP int) *planSuffixes {
+	s := &planSuffixes{shardings: shardings, counts: make([]int, len(pools)), repl: make([][]string, len(pools))}
+	var scratch suffixWriter
+	nStrings, nBytes := 0, 0
+	for i, p := range pools {
+		n, b := len(scratch.ends), len(scratch.b)
+		scratch.write(SuffixInput{Pool: p, Sharding: shardings[i], PipelineParallel: t.PipelineParallel, MambaConvBuffers: t.MambaConvBuffers})
+		s.counts[i] = len(scratch.ends) - n
+		per := 1
+		if shardings[i] != Replicated {
+			per = attnTP
+		}
+		nStrings += per * s.counts[i]
+		nBytes += per * (len(scratch.b) - b + 4*s.counts[i]) // room for longer rank numbers
+	}
+	w := suffixWriter{b: make([]byte, 0, nBytes*t.PipelineParallel), ends: make([]int, 0, nStrings*t.PipelineParallel)}
+	for pp := 0; pp < t.PipelineParallel; pp++ {
+		in := SuffixInput{PPRank: pp, PipelineParallel: t.PipelineParallel, MambaConvBuffers: t.MambaConvBuffers}
+		for i, p := range pools {
+			if shardings[i] == Replicated {
+				in.Pool, in.Sharding = p, shardings[i]
+				w.write(in)
+			}
+		}
+		for tp := 0; tp < attnTP; tp++ {
+			for i, p := range pools {
+				if shardings[i] != Replicated {
+					in.Pool, in.Sharding, in.TPRank = p, shardings[i], tp
+					w.write(in)
+				}
+			}
+		}
+	}
+	s.all = w.cut()
+	return s
+}
+
+// next returns the suffixes of pool i for attention-TP rank tp of the current stage.
+func (s *planSuffixes) next(i, tp int) []string {
+	if tp == 0 && i == 0 {
+		// A new stage: its replicated pools come first.
+		for j, n := range s.counts {
+			if s.repl[j] = nil; s.shardings[j] == Replicated {
+				s.repl[j] = s.take(n)
+			}
+		}
+	}
+	if s.repl[i] != nil {
+		return s.repl[i]
+	}
+	return s.take(s.counts[i])
+}
+
+func (s *planSuffixes) take(n int) []string {
+	out := s.all[s.cur : s.cur+n : s.cur+n]
+	s.cur += n
+	return out
 }
 
 // followerWrites is SGLang's should_backup for a rank with backup_skip set.
@@ -246,7 +360,7 @@ func (p RankPlan) Summary() string {
 	}
 	allSame := len(followers) > 0
 	for _, f := range followers {
-		if !slices.Equal(poolsOf(f.Writes), leader) {
+		if !writesPools(f.Writes, leader) {
 			allSame = false
 			break
 		}
@@ -267,10 +381,9 @@ func (p RankPlan) Summary() string {
 		}
 		var buckets []bucket
 		for _, f := range followers {
-			ps := poolsOf(f.Writes)
-			i := slices.IndexFunc(buckets, func(bk bucket) bool { return slices.Equal(bk.pools, ps) })
+			i := slices.IndexFunc(buckets, func(bk bucket) bool { return writesPools(f.Writes, bk.pools) })
 			if i < 0 {
-				buckets = append(buckets, bucket{pools: ps})
+				buckets = append(buckets, bucket{pools: poolsOf(f.Writes)})
 				i = len(buckets) - 1
 			}
 			buckets[i].n++
@@ -293,6 +406,19 @@ func (p RankPlan) Summary() string {
 		fmt.Fprintf(&b, " (%d warnings)", len(p.Warnings))
 	}
 	return b.String()
+}
+
+// writesPools reports whether ks are of the pools ps, in order.
+func writesPools(ks []PoolKeys, ps []PoolName) bool {
+	if len(ks) != len(ps) {
+		return false
+	}
+	for i, k := range ks {
+		if k.Pool != ps[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func groupShape(p RankPlan) string {
