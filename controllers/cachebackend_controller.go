@@ -226,7 +226,8 @@ func backendStatus(stored *hicachev1alpha1.CacheBackendStatus, cb *hicachev1alph
 }
 
 // announce emits an Event when the backend becomes ready or stops being ready, when its
-// namespace lists reach their bound, and when its HA masters elected another leader.
+// namespace lists reach their bound, when its HA masters elected another leader, and when its
+// managed etcd loses or regains members.
 func (r *CacheBackendReconciler) announce(s *backendScope) {
 	old := meta.FindStatusCondition(s.stored.Status.Conditions, hicachev1alpha1.ConditionReady)
 	cur := meta.FindStatusCondition(s.obj.Status.Conditions, hicachev1alpha1.ConditionReady)
@@ -242,6 +243,9 @@ func (r *CacheBackendReconciler) announce(s *backendScope) {
 	}
 	if msg, changed := leaderChange(&s.stored.Status, &s.obj.Status); changed {
 		r.Recorder.Eventf(s.obj, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonLeaderChanged, "Failover", "%s", msg)
+	}
+	if typ, reason, msg, changed := etcdChange(&s.stored.Status, &s.obj.Status); changed {
+		r.Recorder.Eventf(s.obj, nil, typ, reason, "Etcd", "%s", msg)
 	}
 }
 

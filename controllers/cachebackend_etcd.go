@@ -319,6 +319,22 @@ func setEtcdCondition(st *hicachev1alpha1.CacheBackendStatus, cb *hicachev1alpha
 	}
 }
 
+// etcdChange says, for an Event, whether the managed etcd's state moved (all members Ready, a
+// majority, fewer) from what the status last recorded, and how: a Warning when it got worse, a
+// Normal Event when every member is Ready again. A first state (no condition before) is none.
+func etcdChange(old, now *hicachev1alpha1.CacheBackendStatus) (eventType, reason, msg string, changed bool) {
+	was := meta.FindStatusCondition(old.Conditions, hicachev1alpha1.ConditionEtcdReady)
+	is := meta.FindStatusCondition(now.Conditions, hicachev1alpha1.ConditionEtcdReady)
+	if was == nil || is == nil || was.Reason == is.Reason {
+		return "", "", "", false
+	}
+	eventType = corev1.EventTypeWarning
+	if is.Status == metav1.ConditionTrue {
+		eventType = corev1.EventTypeNormal
+	}
+	return eventType, is.Reason, is.Message, true
+}
+
 // reconcileEtcd applies a backend's managed etcd and counts its members into st; for a backend
 // that runs none (any more), it removes what the operator created for one.
 func (r *CacheBackendReconciler) reconcileEtcd(ctx context.Context, cb *hicachev1alpha1.CacheBackend, st *hicachev1alpha1.CacheBackendStatus) error {

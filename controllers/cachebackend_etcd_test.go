@@ -366,3 +366,43 @@ func TestEtcdStatusAndCondition(t *testing.T) {
 		})
 	}
 }
+
+// An Event says when the etcd's state moves: a Warning when members are lost, a Normal Event when
+// all are Ready again; none for the first state or an unchanged one.
+func TestEtcdChange(t *testing.T) {
+	st := func(ok bool, reason string) *hicachev1alpha1.CacheBackendStatus {
+		if reason == "" {
+			return &hicachev1alpha1.CacheBackendStatus{}
+		}
+		status := metav1.ConditionFalse
+		if ok {
+			status = metav1.ConditionTrue
+		}
+		return &hicachev1alpha1.CacheBackendStatus{Conditions: []metav1.Condition{{Type: hicachev1alpha1.ConditionEtcdReady,
+			Status: status, Reason: reason, Message: "msg of " + reason}}}
+	}
+	cases := map[string]struct {
+		old, now   *hicachev1alpha1.CacheBackendStatus
+		wantType   string
+		wantReason string
+	}{
+		"first state":            {old: st(false, ""), now: st(false, hicachev1alpha1.ReasonEtcdNoQuorum)},
+		"unchanged":              {old: st(true, hicachev1alpha1.ReasonEtcdReady), now: st(true, hicachev1alpha1.ReasonEtcdReady)},
+		"created, then Ready":    {old: st(false, hicachev1alpha1.ReasonEtcdNoQuorum), now: st(true, hicachev1alpha1.ReasonEtcdReady), wantType: corev1.EventTypeNormal, wantReason: hicachev1alpha1.ReasonEtcdReady},
+		"a member lost":          {old: st(true, hicachev1alpha1.ReasonEtcdReady), now: st(false, hicachev1alpha1.ReasonEtcdDegraded), wantType: corev1.EventTypeWarning, wantReason: hicachev1alpha1.ReasonEtcdDegraded},
+		"the majority lost":      {old: st(false, hicachev1alpha1.ReasonEtcdDegraded), now: st(false, hicachev1alpha1.ReasonEtcdNoQuorum), wantType: corev1.EventTypeWarning, wantReason: hicachev1alpha1.ReasonEtcdNoQuorum},
+		"back to a majority":     {old: st(false, hicachev1alpha1.ReasonEtcdNoQuorum), now: st(false, hicachev1alpha1.ReasonEtcdDegraded), wantType: corev1.EventTypeWarning, wantReason: hicachev1alpha1.ReasonEtcdDegraded},
+		"the etcd is not wanted": {old: st(true, hicachev1alpha1.ReasonEtcdReady), now: st(false, "")},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			typ, reason, msg, changed := etcdChange(tc.old, tc.now)
+			if changed != (tc.wantType != "") || typ != tc.wantType || reason != tc.wantReason {
+				t.Errorf("event %q %q (changed %v), want %q %q", typ, reason, changed, tc.wantType, tc.wantReason)
+			}
+			if changed && msg != "msg of "+reason {
+				t.Errorf("message %q, want the condition's", msg)
+			}
+		})
+	}
+}

@@ -10,11 +10,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -85,6 +87,20 @@ spec:
 			cb.Status.Endpoints != nil && cb.Status.Endpoints.RPCAddress == "etcd://"+endpoint
 		return ok, fmt.Sprintf("etcd %+v condition %+v endpoints %+v", e, cond, cb.Status.Endpoints)
 	})
+	eventually(t, 30*time.Second, "a Normal Event says the etcd's members are Ready", func() (bool, string) {
+		var evs eventsv1.EventList
+		if err := k8s.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "CacheBackend" && e.Regarding.Name == "ha" && e.Reason == hicachev1alpha1.ReasonEtcdReady && e.Type == corev1.EventTypeNormal {
+				return true, ""
+			}
+			seen = append(seen, e.Reason)
+		}
+		return false, strings.Join(seen, ", ")
+	})
 	var store appsv1.StatefulSet
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ha-store"}, &store); err != nil {
 		t.Fatal(err)
@@ -94,10 +110,12 @@ spec:
 	}
 
 	// The members are fixed once the etcd runs.
-	cur := getCB(t, ns, "ha")
-	cur.Spec.Mooncake.Managed.HA.Etcd.Managed.Replicas = ptr.To(int32(3))
-	cur.Spec.Mooncake.Managed.HA.Etcd.Managed.Storage = hicachev1alpha1.EtcdStorage{Size: ptr.To(resource.MustParse("1Gi"))}
-	err := k8s.Update(ctx, cur)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := getCB(t, ns, "ha")
+		cur.Spec.Mooncake.Managed.HA.Etcd.Managed.Replicas = ptr.To(int32(3))
+		cur.Spec.Mooncake.Managed.HA.Etcd.Managed.Storage = hicachev1alpha1.EtcdStorage{Size: ptr.To(resource.MustParse("1Gi"))}
+		return k8s.Update(ctx, cur)
+	})
 	if err == nil || !apierrors.IsInvalid(err) ||
 		!strings.Contains(err.Error(), "spec.mooncake.managed.ha.etcd.managed.replicas cannot change") ||
 		!strings.Contains(err.Error(), "spec.mooncake.managed.ha.etcd.managed.storage cannot change") {

@@ -136,7 +136,7 @@ func claimVolumes(t *testing.T, ns, class string, n int, size string) {
 // left are a majority, so a standby takes over within the failover bound; the replaced member
 // comes back with its data on its claim and rejoins (a member that lost its data could not), and
 // the status goes from EtcdDegraded back to EtcdReady. Clients write and read through etcd://
-// after it, and nothing read holds another object's bytes.
+// after it, and nothing read holds another object's bytes. The claims go with the backend.
 func TestThreeMemberEtcdLosesAMemberAndTheLeader(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "etcd3", restricted)
@@ -240,6 +240,23 @@ func TestThreeMemberEtcdLosesAMemberAndTheLeader(t *testing.T) {
 	if out := storeJobVia(t, ns, "verify-fresh", etcdAddr, clientEnv, fresh, "verify", "--size", "4096"); !strings.Contains(out, `"verified": 3`) {
 		t.Errorf("writing and reading through etcd:// after the failover: %s", lastJSON(out))
 	}
+
+	// The members' claims go with the backend (the StatefulSet's claim retention policy).
+	cb := &hicachev1alpha1.CacheBackend{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backendName}}
+	if err := k8s.Delete(ctx, cb); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 2*time.Minute, "the etcd's claims deleted with the backend", func() (bool, string) {
+		var left corev1.PersistentVolumeClaimList
+		if err := k8s.List(ctx, &left, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		var names []string
+		for _, c := range left.Items {
+			names = append(names, c.Name)
+		}
+		return len(names) == 0, strings.Join(names, ", ")
+	})
 }
 
 // A one-member etcd on an emptyDir keeps nothing when its pod goes: the replaced member starts
