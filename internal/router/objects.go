@@ -51,7 +51,7 @@ const (
 )
 
 // Build renders the objects of a router that runs cfg. The router discovers its workers by
-// watching pods (get, list, watch in the namespace); its readiness is its own /readiness (ready
+// watching pods (list and watch in the namespace; it reads no pod by name); its readiness is its own /readiness (ready
 // once it has healthy workers), its liveness /liveness, both on the dedicated probe port.
 func Build(d Deployment, cfg Config) (*Objects, error) {
 	if d.Name == "" || d.Namespace == "" || d.Image == "" {
@@ -125,7 +125,7 @@ func Build(d Deployment, cfg Config) (*Objects, error) {
 		},
 		Role: &rbacv1.Role{
 			TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"}, ObjectMeta: meta(),
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}}},
 		},
 		RoleBinding: &rbacv1.RoleBinding{
 			TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"}, ObjectMeta: meta(),
