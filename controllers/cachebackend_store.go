@@ -112,6 +112,7 @@ func buildStoreStatefulSet(cb *hicachev1alpha1.CacheBackend, image string, repli
 		corev1.EnvVar{Name: "MOONCAKE_CLIENT_HTTP_PORT", Value: strconv.Itoa(storeHealthPort)},
 	)
 	env = append(env, clientClusterEnv(haClusterID(cb))...)
+	env = append(env, storeFailoverEnv(cb)...)
 	container := corev1.Container{
 		Name:    "store",
 		Image:   image,

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/mooncake"
 )
 
@@ -154,6 +155,26 @@ func TestStoreOrdinal(t *testing.T) {
 		got, ok := storeOrdinal(pod, "mc-store")
 		if (want < 0 && ok) || (want >= 0 && (!ok || got != want)) {
 			t.Errorf("storeOrdinal(%q) = %d, %v; want %d", pod, got, ok, want)
+		}
+	}
+}
+
+// With HA a store pod's client gets short RPC timeouts: its objects are readable on a new leader
+// only once it re-mounted there, after its ping to the dead leader failed.
+func TestStorePodsOfHAMastersTimeOutTheirMasterRequests(t *testing.T) {
+	cb := withStore(managedBackend("mc"))
+	c := buildStoreStatefulSet(cb, "img", 1).Spec.Template.Spec.Containers[0]
+	for _, name := range []string{"MC_RPC_TIMEOUT_MS", "MC_RPC_CONNECT_TIMEOUT_MS"} {
+		if e, ok := envValue(c.Env, name); ok {
+			t.Errorf("without HA %s = %q: a lone master keeps its Service address, and the release's defaults stand", name, e.Value)
+		}
+	}
+	cb.Spec.Mooncake.Managed.Replicas = ptr.To(int32(3))
+	cb.Spec.Mooncake.Managed.HA = &hicachev1alpha1.MasterHA{Etcd: hicachev1alpha1.EtcdEndpoints{Endpoints: []string{"etcd:2379"}}}
+	c = buildStoreStatefulSet(cb, "img", 1).Spec.Template.Spec.Containers[0]
+	for name, want := range map[string]string{"MC_RPC_TIMEOUT_MS": "10000", "MC_RPC_CONNECT_TIMEOUT_MS": "3000"} {
+		if e, ok := envValue(c.Env, name); !ok || e.Value != want {
+			t.Errorf("with HA env %s = %q, want %q", name, e.Value, want)
 		}
 	}
 }

@@ -141,12 +141,17 @@ func TestHAMastersFailOverOnEtcd(t *testing.T) {
 		return false, "no master serves"
 	})
 	logf("%s: leader pod %s killed; %s served after %s", ns, old.Name, newLeader, served.Round(100*time.Millisecond))
+	// The objects become readable on the new leader only once the store pods re-mounted their
+	// segments there: how long after the kill that took is logged (looked at every 2 s, up to
+	// 150 s).
 	if c, err := mooncake.NewClient("http://"+net.JoinHostPort(podIP(t, ns, newLeader), "9003"), inNetns); err == nil {
-		for _, at := range []string{"at once", "3 s later"} {
-			n, err := c.CountKeysWithPrefix(context.Background(), "")
-			logf("%s: the new leader holds %d objects %s (%v)", ns, n, at, err)
-			time.Sleep(3 * time.Second)
+		n, err := c.CountKeysWithPrefix(context.Background(), "")
+		logf("%s: the new leader holds %d objects at once (%v)", ns, n, err)
+		for n < int64(len(keys)) && time.Since(killed) < 150*time.Second {
+			time.Sleep(2 * time.Second)
+			n, err = c.CountKeysWithPrefix(context.Background(), h.Status.Cache.Namespace+"_")
 		}
+		logf("%s: %d of %d objects readable on the new leader %s after the kill (%v)", ns, n, len(keys), time.Since(killed).Round(time.Second), err)
 	}
 	testutil.Eventually(t, time.Minute, "the status names the new leader and the backend is Ready", func() (bool, string) {
 		cb = getBackend(t, ns)
@@ -201,6 +206,9 @@ func TestHAMastersFailOverOnEtcd(t *testing.T) {
 	}
 	if kept < int64(len(keys)) {
 		logf("%s: the new leader's log on its metadata log:\n%s", ns, podLogLines(t, ns, newLeader, "oplog", "OpLog", "HotStandby", "standby", "Restore", "snapshot"))
+	}
+	for _, p := range backendPods(t, ns, "store") {
+		logf("%s: store pod %s on the failover:\n%s", ns, p.Name, podLogLines(t, ns, p.Name, "emount", "leader", "Reconnect", "ping", "Failed", "timed out"))
 	}
 	testutil.Eventually(t, time.Minute, "the backend's key count re-read from the new leader", func() (bool, string) {
 		cb = getBackend(t, ns)
