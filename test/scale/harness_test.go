@@ -318,12 +318,14 @@ func runOperator(tb testing.TB, cfg config, m *mooncaketest.Master, p func(strin
 		checkSameChildren(tb, k8s, cb, cfg.n)
 	}
 	if cfg.audit {
-		p("operator: the manager's writes per deployment, by resource and verb, from the API server's audit log:\n%s", auditWrites(tb, c.AuditLogPath(), cfg.n))
+		p("operator: the manager's writes per deployment, by resource and verb, from the API server's audit log:\n%s", auditWrites(tb, c.AuditLogPath(), cfg.n, time.Time{}))
+		p("operator: the manager's writes at rest:\n%s", auditWrites(tb, c.AuditLogPath(), 1, last))
 	}
 }
 
 // auditWrites counts the manager's writes in an audit log by resource and verb, per deployment.
-func auditWrites(tb testing.TB, path string, n int) string {
+// Only the writes received after since count.
+func auditWrites(tb testing.TB, path string, n int, since time.Time) string {
 	tb.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -335,14 +337,15 @@ func auditWrites(tb testing.TB, path string, n int) string {
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		var e struct {
-			Verb      string `json:"verb"`
-			UserAgent string `json:"userAgent"`
-			Stage     string `json:"stage"`
+			Verb      string    `json:"verb"`
+			UserAgent string    `json:"userAgent"`
+			Stage     string    `json:"stage"`
+			Received  time.Time `json:"requestReceivedTimestamp"`
 			ObjectRef struct {
 				Resource, Subresource string
 			} `json:"objectRef"`
 		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Stage != "ResponseComplete" || !strings.HasPrefix(e.UserAgent, "manager/") {
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Stage != "ResponseComplete" || !strings.HasPrefix(e.UserAgent, "manager/") || e.Received.Before(since) {
 			continue
 		}
 		switch e.Verb {
