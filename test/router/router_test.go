@@ -103,8 +103,7 @@ func rankPod(t *testing.T, h *hicachev1alpha1.HiCacheDeployment, roles *resolve.
 	if rr.Nodes > 1 {
 		addr = fmt.Sprintf("%s-0.%s.%s.svc:%d", group, group, h.Namespace, controllers.DistInitPort)
 	}
-	be := &resolve.Backend{Name: "mooncake", RPCAddress: "mooncake-master." + h.Namespace + ".svc:50051", MetadataServer: "P2PHANDSHAKE", MetricsPort: 9003}
-	cfg, _, err := resolve.RoleServerConfig(roles, rr, be, addr)
+	cfg, _, err := resolve.RoleServerConfig(roles, rr, testBackend(h.Namespace), addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +111,44 @@ func rankPod(t *testing.T, h *hicachev1alpha1.HiCacheDeployment, roles *resolve.
 	if err != nil {
 		t.Fatal(err)
 	}
+	labels := map[string]string{
+		"app.kubernetes.io/name": "sglang", hicachev1alpha1.LabelDeployment: h.Name, roleLabel: string(role),
+		hicachev1alpha1.LabelGroup: fmt.Sprint(g), podIndex: fmt.Sprint(index),
+	}
+	return standInPod(h, fmt.Sprintf("%s-%d", group, index), labels, controllers.RolePodAnnotations(roles, role), args, ready)
+}
+
+// groupLeader is the leader of serving group g of a deployment without roles, as the operator
+// renders it (see rankPod).
+func groupLeader(t *testing.T, h *hicachev1alpha1.HiCacheDeployment, res *resolve.Resolved, g int, ready bool) *corev1.Pod {
+	t.Helper()
+	if res.Nodes != 1 {
+		t.Fatalf("%s: groups of %d nodes; the stand-in leaders here are of one-node groups", h.Name, res.Nodes)
+	}
+	cfg, _, err := resolve.ServerConfig(h, res, testBackend(h.Namespace), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := sglang.Args(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{
+		"app.kubernetes.io/name": "sglang", hicachev1alpha1.LabelDeployment: h.Name,
+		hicachev1alpha1.LabelGroup: fmt.Sprint(g), podIndex: "0",
+	}
+	return standInPod(h, fmt.Sprintf("%s-%d-0", h.Name, g), labels, nil, args, ready)
+}
+
+// testBackend is a CacheBackend's endpoints as a rank's command line names them; nothing here
+// connects to them.
+func testBackend(ns string) *resolve.Backend {
+	return &resolve.Backend{Name: "mooncake", RPCAddress: "mooncake-master." + ns + ".svc:50051", MetadataServer: "P2PHANDSHAKE", MetricsPort: 9003}
+}
+
+// standInPod runs the SGLang stand-in with a rendered command line on the real node. ready false
+// points its readiness probe at a path the stand-in does not serve, so it never becomes Ready.
+func standInPod(h *hicachev1alpha1.HiCacheDeployment, name string, labels, annotations map[string]string, args []string, ready bool) *corev1.Pod {
 	probe := controllers.HealthPath
 	if !ready {
 		probe = "/never-ready"
@@ -120,14 +157,7 @@ func rankPod(t *testing.T, h *hicachev1alpha1.HiCacheDeployment, roles *resolve.
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
 	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: fmt.Sprintf("%s-%d", group, index), Namespace: h.Namespace,
-			Labels: map[string]string{
-				"app.kubernetes.io/name": "sglang", hicachev1alpha1.LabelDeployment: h.Name, roleLabel: string(role),
-				hicachev1alpha1.LabelGroup: fmt.Sprint(g), podIndex: fmt.Sprint(index),
-			},
-			Annotations: controllers.RolePodAnnotations(roles, role),
-		},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.Namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
 			NodeSelector:                  localcluster.RealNodeSelector(),
 			Tolerations:                   []corev1.Toleration{localcluster.RealNodeToleration()},
@@ -157,19 +187,6 @@ func rankPod(t *testing.T, h *hicachev1alpha1.HiCacheDeployment, roles *resolve.
 	}
 }
 
-// workers is the router's /workers answer, as far as the test reads it.
-type workers struct {
-	Workers []struct {
-		URL        string `json:"url"`
-		WorkerType string `json:"worker_type"`
-		Healthy    bool   `json:"is_healthy"`
-		Bootstrap  *int   `json:"bootstrap_port"`
-		// Labels hold what the router read from the server's /server_info, among them the
-		// --disaggregation-mode of its command line.
-		Labels map[string]string `json:"labels"`
-	} `json:"workers"`
-}
-
 func get(url string) (int, string, error) {
 	resp, err := inNetns.Get(url)
 	if err != nil {
@@ -189,14 +206,7 @@ func get(url string) (int, string, error) {
 func TestPrefillDecodeRouterDiscoversTheReadyLeaders(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	ns := fmt.Sprintf("router-%d", time.Now().UnixNano()%1_000_000)
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
-		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.WaitForServiceAccount(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
+	ns := newNamespace(ctx, t)
 	h := pdDeployment(t, ns)
 	roles, err := resolve.RolesOf(h)
 	if err != nil {
@@ -216,92 +226,34 @@ func TestPrefillDecodeRouterDiscoversTheReadyLeaders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	objs, err := controllers.BuildRouter(h, images.Router)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// What the real node needs: the router on it, from the image imported there. The deployment
-	// is not created (nothing here runs the operator), so the objects own nothing.
-	tmpl := &objs.Deployment.Spec.Template.Spec
-	tmpl.NodeSelector, tmpl.Tolerations = localcluster.RealNodeSelector(), []corev1.Toleration{localcluster.RealNodeToleration()}
-	tmpl.Containers[0].ImagePullPolicy = corev1.PullNever
-	for _, o := range []metav1.Object{objs.ServiceAccount, objs.Role, objs.RoleBinding, objs.Deployment} {
-		o.SetOwnerReferences(nil)
-	}
-	routerSelector := metav1.FormatLabelSelector(objs.Deployment.Spec.Selector)
-	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, objs.ServiceAccount, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.RbacV1().Roles(ns).Create(ctx, objs.Role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, objs.RoleBinding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	started := time.Now()
-	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, objs.Deployment, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if t.Failed() {
-			dump(ns)
-		}
-	}()
-
-	podIP := func(name string) string {
-		p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil || p.Status.PodIP == "" {
-			return ""
-		}
-		return p.Status.PodIP
-	}
-	routerPod := func() (*corev1.Pod, bool) {
-		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: routerSelector})
-		if err != nil || len(list.Items) != 1 {
-			return nil, false
-		}
-		p := &list.Items[0]
-		return p, kubeutil.PodReady(p)
-	}
+	rt := startRouter(ctx, t, h)
 	listed := func() (prefill, decode []string, err error) {
-		p, _ := routerPod()
-		if p == nil || p.Status.PodIP == "" {
-			return nil, nil, fmt.Errorf("no router pod with an address yet")
+		by, body, err := rt.workers()
+		if err != nil {
+			return nil, nil, err
 		}
-		code, body, err := get(fmt.Sprintf("http://%s:%d/workers", p.Status.PodIP, router.DefaultPort))
-		if err != nil || code != http.StatusOK {
-			return nil, nil, fmt.Errorf("GET /workers: %d %v %s", code, err, body)
-		}
-		var w workers
-		if err := json.Unmarshal([]byte(body), &w); err != nil {
-			return nil, nil, fmt.Errorf("GET /workers: %v: %s", err, body)
-		}
-		for _, x := range w.Workers {
-			if !x.Healthy {
-				continue
+		for _, x := range by["prefill"] {
+			// The decode side learns the prefill's bootstrap port from the router, which reads
+			// it from the pod's annotation.
+			if want := int(roles.Transfer.BootstrapPort); x.Bootstrap == nil || *x.Bootstrap != want {
+				return nil, nil, fmt.Errorf("prefill worker %s has bootstrap port %v, want %d: %s", x.URL, x.Bootstrap, want, body)
 			}
-			// The server the role selector found runs that role: its rendered command line says so.
-			if mode := x.Labels["disaggregation_mode"]; mode != x.WorkerType {
-				return nil, nil, fmt.Errorf("%s worker %s runs --disaggregation-mode %q: %s", x.WorkerType, x.URL, mode, body)
-			}
-			switch x.WorkerType {
-			case "prefill":
-				// The decode side learns the prefill's bootstrap port from the router, which reads
-				// it from the pod's annotation.
-				if want := int(roles.Transfer.BootstrapPort); x.Bootstrap == nil || *x.Bootstrap != want {
-					return nil, nil, fmt.Errorf("prefill worker %s has bootstrap port %v, want %d: %s", x.URL, x.Bootstrap, want, body)
-				}
-				prefill = append(prefill, x.URL)
-			case "decode":
-				decode = append(decode, x.URL)
-			default:
-				return nil, nil, fmt.Errorf("a worker of type %q: %s", x.WorkerType, body)
+			prefill = append(prefill, x.URL)
+		}
+		for _, x := range by["decode"] {
+			decode = append(decode, x.URL)
+		}
+		for typ := range by {
+			if typ != "prefill" && typ != "decode" {
+				return nil, nil, fmt.Errorf("a worker of type %q: %s", typ, body)
 			}
 		}
 		slices.Sort(prefill)
 		slices.Sort(decode)
 		return prefill, decode, nil
 	}
+	routerPod := rt.pod
+	podIP := func(name string) string { return podIP(ctx, ns, name) }
 	urls := func(names ...string) []string {
 		var out []string
 		for _, n := range names {
@@ -321,18 +273,7 @@ func TestPrefillDecodeRouterDiscoversTheReadyLeaders(t *testing.T) {
 		})
 	}
 
-	testutil.Eventually(t, 3*time.Minute, "the router pod Ready", func() (bool, string) {
-		p, ready := routerPod()
-		if p == nil {
-			return false, "no router pod"
-		}
-		if ready || p.Status.PodIP == "" {
-			return ready, fmt.Sprintf("phase %s, conditions %v", p.Status.Phase, p.Status.Conditions)
-		}
-		code, body, err := get(fmt.Sprintf("http://%s:%d/readiness", p.Status.PodIP, router.DefaultHealthPort))
-		return false, fmt.Sprintf("phase %s, /readiness %d %q %v", p.Status.Phase, code, body, err)
-	})
-	logf("router Ready %s after its Deployment was created", time.Since(started).Round(100*time.Millisecond))
+	rt.waitReady(t)
 	expect("the leaders of the Ready groups, by role",
 		urls(deployment+"-prefill-0-0", deployment+"-prefill-1-0"), urls(deployment+"-decode-0-0"))
 
@@ -365,6 +306,194 @@ func TestPrefillDecodeRouterDiscoversTheReadyLeaders(t *testing.T) {
 		return ready, fmt.Sprintf("router pod %v", p != nil)
 	})
 	expect("the new decode group listed", urls(deployment+"-prefill-0-0"), urls(deployment+"-decode-2-0"))
+}
+
+// newNamespace is a namespace of its own for a test, at the restricted Pod Security level.
+func newNamespace(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	ns := fmt.Sprintf("router-%d", time.Now().UnixNano()%1_000_000)
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.WaitForServiceAccount(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func podIP(ctx context.Context, ns, name string) string {
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	return p.Status.PodIP
+}
+
+// runningRouter is the router of a deployment started on the real node.
+type runningRouter struct {
+	ctx      context.Context
+	ns       string
+	selector string
+	started  time.Time
+}
+
+// startRouter creates the router's objects as the operator renders them
+// (controllers.BuildRouter), with what the real node needs: the router on it, from the image
+// imported there. The deployment itself is not created (nothing here runs the operator), so
+// the objects own nothing. It dumps the namespace when the test fails.
+func startRouter(ctx context.Context, t *testing.T, h *hicachev1alpha1.HiCacheDeployment) *runningRouter {
+	t.Helper()
+	objs, err := controllers.BuildRouter(h, images.Router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &objs.Deployment.Spec.Template.Spec
+	tmpl.NodeSelector, tmpl.Tolerations = localcluster.RealNodeSelector(), []corev1.Toleration{localcluster.RealNodeToleration()}
+	tmpl.Containers[0].ImagePullPolicy = corev1.PullNever
+	for _, o := range []metav1.Object{objs.ServiceAccount, objs.Role, objs.RoleBinding, objs.Deployment} {
+		o.SetOwnerReferences(nil)
+	}
+	ns := h.Namespace
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, objs.ServiceAccount, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, objs.Role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, objs.RoleBinding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rt := &runningRouter{ctx: ctx, ns: ns, selector: metav1.FormatLabelSelector(objs.Deployment.Spec.Selector), started: time.Now()}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, objs.Deployment, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dump(ns)
+		}
+	})
+	return rt
+}
+
+// pod is the router's pod and whether it is Ready.
+func (r *runningRouter) pod() (*corev1.Pod, bool) {
+	list, err := cs.CoreV1().Pods(r.ns).List(r.ctx, metav1.ListOptions{LabelSelector: r.selector})
+	if err != nil || len(list.Items) != 1 {
+		return nil, false
+	}
+	p := &list.Items[0]
+	return p, kubeutil.PodReady(p)
+}
+
+// worker is one entry of the router's /workers answer, as far as the tests read it.
+type worker struct {
+	URL        string `json:"url"`
+	WorkerType string `json:"worker_type"`
+	Healthy    bool   `json:"is_healthy"`
+	Bootstrap  *int   `json:"bootstrap_port"`
+	// Labels hold what the router read from the server's /server_info, among them the
+	// --disaggregation-mode of its command line.
+	Labels map[string]string `json:"labels"`
+}
+
+// workers are the router's healthy workers by type, and its /workers answer. Every worker runs
+// the --disaggregation-mode of its type (neither prefill nor decode for a regular worker): its
+// rendered command line says so.
+func (r *runningRouter) workers() (map[string][]worker, string, error) {
+	p, _ := r.pod()
+	if p == nil || p.Status.PodIP == "" {
+		return nil, "", fmt.Errorf("no router pod with an address yet")
+	}
+	code, body, err := get(fmt.Sprintf("http://%s:%d/workers", p.Status.PodIP, router.DefaultPort))
+	if err != nil || code != http.StatusOK {
+		return nil, body, fmt.Errorf("GET /workers: %d %v %s", code, err, body)
+	}
+	var w struct {
+		Workers []worker `json:"workers"`
+	}
+	if err := json.Unmarshal([]byte(body), &w); err != nil {
+		return nil, body, fmt.Errorf("GET /workers: %v: %s", err, body)
+	}
+	by := map[string][]worker{}
+	for _, x := range w.Workers {
+		if !x.Healthy {
+			continue
+		}
+		mode := x.Labels["disaggregation_mode"]
+		if x.WorkerType == "regular" && (mode == "prefill" || mode == "decode") || x.WorkerType != "regular" && mode != x.WorkerType {
+			return nil, body, fmt.Errorf("%s worker %s runs --disaggregation-mode %q: %s", x.WorkerType, x.URL, mode, body)
+		}
+		by[x.WorkerType] = append(by[x.WorkerType], x)
+	}
+	return by, body, nil
+}
+
+// waitReady waits for the router pod to be Ready, saying what its /readiness answers meanwhile.
+func (r *runningRouter) waitReady(t *testing.T) {
+	t.Helper()
+	testutil.Eventually(t, 3*time.Minute, "the router pod Ready", func() (bool, string) {
+		p, ready := r.pod()
+		if p == nil {
+			return false, "no router pod"
+		}
+		if ready || p.Status.PodIP == "" {
+			return ready, fmt.Sprintf("phase %s, conditions %v", p.Status.Phase, p.Status.Conditions)
+		}
+		code, body, err := get(fmt.Sprintf("http://%s:%d/readiness", p.Status.PodIP, router.DefaultHealthPort))
+		return false, fmt.Sprintf("phase %s, /readiness %d %q %v", p.Status.Phase, code, body, err)
+	})
+	logf("router Ready %s after its Deployment was created", time.Since(r.started).Round(100*time.Millisecond))
+}
+
+// TestRouterDiscoversTheReadyLeaders: without roles, the router the operator builds lists
+// exactly the leaders of the Ready groups as regular workers and drops a group that goes away.
+func TestRouterDiscoversTheReadyLeaders(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ns := newNamespace(ctx, t)
+	h := testutil.LoadSample(t, "hicachedeployment_qwen3.yaml")
+	h.Namespace = ns
+	h.Spec.Router = &hicachev1alpha1.RouterSpec{}
+	h.Default()
+	res, err := resolve.Resolve(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for g, ready := range []bool{true, true, false} {
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, groupLeader(t, h, res, g, ready), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := startRouter(ctx, t, h)
+	rt.waitReady(t)
+	expect := func(what string, groups ...int) {
+		t.Helper()
+		var want []string
+		for _, g := range groups {
+			want = append(want, fmt.Sprintf("http://%s:30000", podIP(ctx, ns, fmt.Sprintf("%s-%d-0", h.Name, g))))
+		}
+		slices.Sort(want)
+		testutil.Eventually(t, 2*time.Minute, what, func() (bool, string) {
+			by, body, err := rt.workers()
+			if err != nil {
+				return false, err.Error()
+			}
+			var got []string
+			for _, x := range by["regular"] {
+				got = append(got, x.URL)
+			}
+			slices.Sort(got)
+			return len(by) <= 1 && slices.Equal(got, want), fmt.Sprintf("regular workers %v, want %v: %s", got, want, body)
+		})
+	}
+	expect("the leaders of the Ready groups", 0, 1)
+	gone := time.Now()
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, h.Name+"-1-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect("group 1 dropped", 0)
+	logf("group 1 dropped %s after its leader was deleted", time.Since(gone).Round(100*time.Millisecond))
 }
 
 func dump(ns string) {
