@@ -349,7 +349,7 @@ func TestAPIServerOnly(t *testing.T) {
 	}
 }
 
-// The API server restarted on its address and etcd keeps every object, every client, and the
+// The API server killed and started again on its address and etcd keeps every object, every client, and the
 // users provisioned before the restart; the audit log goes on.
 func TestRestartAPIServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -4,30 +4,54 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// RestartAPIServer stops kube-apiserver (SIGTERM, as envtest stops it), keeps it down for down,
-// and starts it again with the same flags on the same address, certificates and etcd, so that
-// every client, kubeconfig and the objects survive: an outage as a control-plane upgrade or a
-// crash of the API server makes it. etcd and the node side keep running. It returns the outage
-// as measured, from the stop to /healthz answering again.
+// RestartAPIServer kills kube-apiserver (SIGKILL, as a crash or the OOM killer would: under load a
+// graceful stop can take longer than a restart), keeps it down for down, and starts it again with
+// the same flags on the same address, certificates and etcd, so that every client, kubeconfig and
+// object survives the outage. etcd and the node side keep running. It returns the outage as
+// measured, from the kill to /healthz answering again.
 func (c *Cluster) RestartAPIServer(ctx context.Context, down time.Duration) (time.Duration, error) {
 	if c.env == nil {
 		return 0, errors.New("RestartAPIServer: the cluster is not running")
 	}
-	api := c.env.ControlPlane.GetAPIServer()
-	began := time.Now()
-	if err := api.Stop(); err != nil {
-		return time.Since(began), fmt.Errorf("stop kube-apiserver: %w", err)
+	pid, err := c.apiServerPID()
+	if err != nil {
+		return 0, err
 	}
-	c.logf("API server stopped after %s", time.Since(began).Round(time.Millisecond))
+	began := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return 0, fmt.Errorf("kill kube-apiserver (pid %d): %w", pid, err)
+	}
+	// Once envtest has seen the process end, its Stop only forgets it; until then Stop would
+	// signal a process that is gone.
+	api := c.env.ControlPlane.GetAPIServer()
+	for {
+		err := api.Stop()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.ESRCH) && !errors.Is(err, os.ErrProcessDone) {
+			return time.Since(began), fmt.Errorf("stop kube-apiserver: %w", err)
+		}
+		if time.Since(began) > stopGrace {
+			return time.Since(began), fmt.Errorf("kube-apiserver (pid %d) not seen to end %s after SIGKILL: %w", pid, stopGrace, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.logf("API server killed")
 	select {
 	case <-ctx.Done():
+		return time.Since(began), ctx.Err()
 	case <-time.After(down - time.Since(began)):
 	}
 	// Start re-runs envtest's preparation: the serving certificate, the client CA and the
@@ -39,6 +63,25 @@ func (c *Cluster) RestartAPIServer(ctx context.Context, down time.Duration) (tim
 	took := time.Since(began)
 	c.logf("API server back after %s", took.Round(time.Millisecond))
 	return took, nil
+}
+
+// apiServerPID finds the running kube-apiserver of this cluster among the processes whose
+// command line names its Dir.
+func (c *Cluster) apiServerPID() (int, error) {
+	pids, err := ProcessesUsing(c.dir)
+	if err != nil {
+		return 0, err
+	}
+	for _, pid := range pids {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if argv0, _, _ := strings.Cut(string(cmdline), "\x00"); filepath.Base(argv0) == "kube-apiserver" {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no kube-apiserver process uses %s", c.dir)
 }
 
 // UserConfig returns a client configuration for user name in groups, with a client certificate
