@@ -49,7 +49,7 @@ unit: ## Unit tests: pure logic, no cluster
 	go test -count=1 -skip '^TestCluster' $$(go list ./... | grep -v -e /test/ -e /internal/localcluster -e /cmd/localcluster -e /internal/mooncake)
 
 .PHONY: test
-test: ## Every test: unit, integration (real kube-apiserver, etcd, scheduler, kwok, Mooncake master), e2e, then the fuzz targets
+test: ## Every test: unit, integration (real kube-apiserver, etcd, scheduler, kwok, Mooncake master), e2e, then the fuzz targets; not test-faults
 	hack/test.sh
 
 .PHONY: bench-scale
@@ -59,6 +59,10 @@ bench-scale: ## The scale benchmark: N = 50, 200, 1000 deployments, the manager 
 .PHONY: fuzz
 fuzz: ## Run every go test -fuzz target for FUZZTIME each (default 5s)
 	hack/fuzz.sh
+
+.PHONY: test-faults
+test-faults: build ## The fault catalogue: bin/manager killed, restarted, failed over; the API server restarted (a few minutes)
+	HICACHE_MANAGER=$(BIN)/manager go test -count=1 -timeout 20m $(GO_TEST_FLAGS) ./test/faults/
 
 ##@ Local cluster
 
