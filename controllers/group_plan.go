@@ -22,30 +22,59 @@ import (
 // was observed of the groups and what the spec asks of them and returns what to do;
 // executeGroupPlan does it, and decides nothing.
 //
-// The rules:
+// The rules, for each role (a deployment without roles has one, ""; one with spec.roles has
+// prefill and decode, each with its own replicas, templates and budget):
 //   - a missing group is created; it takes no budget, since nothing of it runs yet;
-//   - groups at or above spec.replicas go, whole (scale down);
+//   - groups at or above the role's replicas go, whole (scale down), and so do groups of a role
+//     the spec no longer has (roles added or removed);
 //   - a ready group whose pods are replaced (a roll to a new template, or the rest of an
-//     interrupted roll) takes one of spec.rollout.maxUnavailable; a group that is already down
-//     is replaced at once, since replacing it costs no availability;
+//     interrupted roll) takes one of spec.rollout.maxUnavailable of its role; a group that is
+//     already down is replaced at once, since replacing it costs no availability;
 //   - a group that lost a rank is recreated whole whatever the budget (its process group cannot
 //     take a rank back), after a delay that grows with each attempt since it last formed;
 //   - a formed group's members are recorded, so that a rank replaced later is noticed;
 //   - a Fixed-namespace drain stops every group and starts none; a deployment held off a
 //     namespace another layout writes stops the groups writing it.
+//
+// Roles roll in step. A change that alters the templates of both roles (the model, the image,
+// the layout and its namespace, the draft, anything spec.roles does not override) must not leave
+// prefill servers of the new release beside only decode servers of the old one, or the reverse,
+// for longer than a step: while both roles have groups on an older template, a role's groups
+// move to the new template (a roll) only as long as the count of its groups on the new template
+// leads the other role's by at most the skew bound S = max(1, spec.rollout.maxUnavailable).
+// Each role counts against the other's count before this round, so the bound holds after the
+// round whatever both do in it. A role all of whose groups are on the new template holds the
+// other back no more (the bound is then met for good), so roles of different sizes finish. A
+// change that alters one role's template only (its topology, replicas, resources or pod
+// overrides under spec.roles) rolls that role alone, under its own budget. Groups created by a
+// scale up are created at once, on the new template, and count as rolled.
+
+// skewBound is the in-step skew bound S of a rollout budget: how many more groups of one role
+// may run the new template than of the other while both still have groups on an older one.
+func skewBound(maxUnavailable int) int { return max(maxUnavailable, 1) }
 
 // groupWant is what the spec asks of the serving groups.
 type groupWant struct {
-	replicas int
-	// hashes is the desired template hash of each group below replicas.
-	hashes map[int]string
-	// maxUnavailable is how many ready groups may be taken down at once (at least 1).
+	// roles is what the spec asks of each kind of serving group: one entry of role "" for a
+	// deployment without roles, prefill then decode for one with spec.roles.
+	roles []roleWant
+	// maxUnavailable is how many ready groups of each role may be taken down at once (at least
+	// 1); it is also the skew bound of roles rolling in step.
 	maxUnavailable int
 	// stop: the writers must go (a Fixed-namespace drain, or a namespace another layout holds);
 	// nothing is created or applied.
 	stop bool
 	// stopNamespace limits stop to the groups writing this L3 namespace; "" stops every group.
 	stopNamespace string
+}
+
+// roleWant is what the spec asks of the groups of one role.
+type roleWant struct {
+	role hicachev1alpha1.Role
+	// replicas is the number of groups of the role.
+	replicas int
+	// hashes is the desired template hash of each group of the role below replicas.
+	hashes map[int]string
 }
 
 // groupActionKind is one thing the executor does to one group.
@@ -68,7 +97,7 @@ const (
 	actWait groupActionKind = "Wait"
 	// actRemember records a formed group's members and forgets its earlier failures.
 	actRemember groupActionKind = "Remember"
-	// actScaleDown deletes a group above spec.replicas and its Service.
+	// actScaleDown deletes a group above its role's replicas and its Service.
 	actScaleDown groupActionKind = "ScaleDown"
 	// actStop deletes a group's StatefulSet to stop its writers (a Fixed-namespace drain).
 	actStop groupActionKind = "Stop"
@@ -77,7 +106,7 @@ const (
 // groupAction is one step of a plan.
 type groupAction struct {
 	kind  groupActionKind
-	group int
+	group groupKey
 	// why says what the action answers: the rank a recreated group lost, what a held group
 	// waits for.
 	why string
@@ -92,35 +121,98 @@ type groupPlan struct {
 	requeueAfter time.Duration
 }
 
+// Why a group is held.
+const (
+	whyBudget = "waiting for spec.rollout.maxUnavailable"
+	whyInStep = "waiting for the other role to roll in step"
+)
+
 // planGroups decides what to do to the serving groups, from the observed groups (their
 // StatefulSets, pods and recorded history), what the spec asks, and the time now.
-func planGroups(groups map[int]*group, want groupWant, now time.Time) groupPlan {
+func planGroups(groups map[groupKey]*group, want groupWant, now time.Time) groupPlan {
 	var plan groupPlan
-	indexes := make([]int, 0, len(groups))
-	for g := range groups {
-		indexes = append(indexes, g)
+	keys := make([]groupKey, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
 	}
-	slices.SortFunc(indexes, func(a, b int) int { return cmp.Compare(b, a) })
+	// Highest index first within a role: a scale down removes the last groups first.
+	slices.SortFunc(keys, func(a, b groupKey) int {
+		if a.role != b.role {
+			return compareKeys(a, b)
+		}
+		return cmp.Compare(b.index, a.index)
+	})
 
 	if want.stop {
-		for _, g := range indexes {
-			if grp := groups[g]; grp.writes(want.stopNamespace) && grp.sts.DeletionTimestamp.IsZero() {
-				plan.actions = append(plan.actions, groupAction{kind: actStop, group: g})
+		for _, k := range keys {
+			if grp := groups[k]; grp.writes(want.stopNamespace) && grp.sts.DeletionTimestamp.IsZero() {
+				plan.actions = append(plan.actions, groupAction{kind: actStop, group: k})
 			}
 		}
 		return plan
 	}
 
+	wanted := map[hicachev1alpha1.Role]roleWant{}
+	for _, rw := range want.roles {
+		wanted[rw.role] = rw
+	}
 	// Scale down: whole groups, highest index first.
-	for _, g := range indexes {
-		if g >= want.replicas {
-			plan.actions = append(plan.actions, groupAction{kind: actScaleDown, group: g})
+	for _, k := range keys {
+		if rw, ok := wanted[k.role]; !ok || k.index >= rw.replicas {
+			plan.actions = append(plan.actions, groupAction{kind: actScaleDown, group: k})
 		}
 	}
 
-	budget := max(want.maxUnavailable, 1)
-	for g, grp := range groups {
-		if g < want.replicas && !groupReady(grp, grp.size()) {
+	limits := rollLimits(groups, want)
+	for _, rw := range want.roles {
+		limit, ok := limits[rw.role]
+		if !ok {
+			limit = -1
+		}
+		planRole(&plan, groups, rw, max(want.maxUnavailable, 1), limit, now)
+	}
+	return plan
+}
+
+// rollLimits is, per role, how many of its groups may move to the new template this round under
+// the in-step rule; a role absent from the result is not limited (no other role rolls with it).
+func rollLimits(groups map[groupKey]*group, want groupWant) map[hicachev1alpha1.Role]int {
+	if len(want.roles) != 2 {
+		return nil
+	}
+	rolled := map[hicachev1alpha1.Role]int{}
+	outdated := map[hicachev1alpha1.Role]bool{}
+	for _, rw := range want.roles {
+		for g := range rw.replicas {
+			grp := groups[groupKey{role: rw.role, index: g}]
+			switch {
+			case grp == nil:
+				// Created at once on the new template.
+				rolled[rw.role]++
+			case grp.sts.Annotations[hicachev1alpha1.AnnotationTemplateHash] == rw.hashes[g]:
+				rolled[rw.role]++
+			default:
+				outdated[rw.role] = true
+			}
+		}
+	}
+	a, b := want.roles[0].role, want.roles[1].role
+	if !outdated[a] || !outdated[b] {
+		return nil
+	}
+	s := skewBound(want.maxUnavailable)
+	return map[hicachev1alpha1.Role]int{
+		a: max(rolled[b]+s-rolled[a], 0),
+		b: max(rolled[a]+s-rolled[b], 0),
+	}
+}
+
+// planRole adds the actions on the groups of one role below its replicas to plan. budget is the
+// role's spec.rollout.maxUnavailable; limit is how many of its groups may roll under the in-step
+// rule, -1 for no limit.
+func planRole(plan *groupPlan, groups map[groupKey]*group, rw roleWant, budget, limit int, now time.Time) {
+	for k, grp := range groups {
+		if k.role == rw.role && k.index < rw.replicas && !groupReady(grp, grp.size()) {
 			budget--
 		}
 	}
@@ -136,27 +228,34 @@ func planGroups(groups map[int]*group, want groupWant, now time.Time) groupPlan 
 		return true
 	}
 
-	for g := range want.replicas {
-		grp, hash := groups[g], want.hashes[g]
-		act := groupAction{kind: actKeep, group: g}
+	for g := range rw.replicas {
+		key := groupKey{role: rw.role, index: g}
+		grp, hash := groups[key], rw.hashes[g]
+		act := groupAction{kind: actKeep, group: key}
 		switch {
 		case grp == nil:
 			act.kind = actCreate
 		case grp.sts.Annotations[hicachev1alpha1.AnnotationTemplateHash] != hash:
-			if takeDown(grp) {
+			switch {
+			case limit == 0:
+				act.kind, act.why = actHold, whyInStep
+			case takeDown(grp):
 				act.kind, act.annotations = actRoll, map[string]string{hicachev1alpha1.AnnotationMembers: ""}
-			} else {
-				act.kind, act.why = actHold, "waiting for spec.rollout.maxUnavailable"
+				if limit > 0 {
+					limit--
+				}
+			default:
+				act.kind, act.why = actHold, whyBudget
 			}
 		case slices.ContainsFunc(grp.pods, func(p corev1.Pod) bool { return p.Annotations[hicachev1alpha1.AnnotationTemplateHash] != hash }):
 			// Pods of an older template, left by an interrupted roll, go together. A ready group
 			// takes the budget as a roll does: the cache shows one when it has seen a roll's
 			// StatefulSet write but not yet its pod deletes, and a second group must not roll
-			// beside it.
+			// beside it. Its StatefulSet already counts as rolled.
 			if takeDown(grp) {
 				act.kind, act.annotations = actReplace, map[string]string{hicachev1alpha1.AnnotationMembers: ""}
 			} else {
-				act.kind, act.why = actHold, "waiting for spec.rollout.maxUnavailable"
+				act.kind, act.why = actHold, whyBudget
 			}
 		default:
 			if broken, why := groupBroken(grp); broken {
@@ -178,7 +277,6 @@ func planGroups(groups map[int]*group, want groupWant, now time.Time) groupPlan 
 		}
 		plan.actions = append(plan.actions, act)
 	}
-	return plan
 }
 
 // writes tells whether the group's pods write the L3 namespace ns; every group matches "".
@@ -209,9 +307,9 @@ func minPositive(a, b time.Duration) time.Duration {
 }
 
 // executeGroupPlan carries out a plan: desired holds the rendered StatefulSet of each group below
-// spec.replicas (nil for a plan that only stops groups). It records in obs which groups it
+// its role's replicas (nil for a plan that only stops groups). It records in obs which groups it
 // replaced and which it removed.
-func (r *HiCacheDeploymentReconciler) executeGroupPlan(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, obs *observed, plan groupPlan, desired []*appsv1.StatefulSet) error {
+func (r *HiCacheDeploymentReconciler) executeGroupPlan(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, obs *observed, plan groupPlan, desired map[groupKey]*appsv1.StatefulSet) error {
 	a := applier{r.Client}
 	for _, act := range plan.actions {
 		g := act.group
@@ -219,16 +317,16 @@ func (r *HiCacheDeploymentReconciler) executeGroupPlan(ctx context.Context, hcd 
 		switch act.kind {
 		case actStop, actScaleDown:
 			if err := r.Delete(ctx, grp.sts, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("deleting serving group %d: %w", g, err)
+				return fmt.Errorf("deleting %s: %w", g.describe(), err)
 			}
 			if act.kind == actScaleDown {
 				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: groupName(hcd.Name, g), Namespace: hcd.Namespace}}
 				if err := r.Delete(ctx, svc); client.IgnoreNotFound(err) != nil {
-					return fmt.Errorf("deleting the Service of serving group %d: %w", g, err)
+					return fmt.Errorf("deleting the Service of %s: %w", g.describe(), err)
 				}
 				np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: groupName(hcd.Name, g), Namespace: hcd.Namespace}}
 				if err := r.Delete(ctx, np); client.IgnoreNotFound(err) != nil {
-					return fmt.Errorf("deleting the NetworkPolicy of serving group %d: %w", g, err)
+					return fmt.Errorf("deleting the NetworkPolicy of %s: %w", g.describe(), err)
 				}
 			}
 			delete(obs.groups, g)
@@ -254,19 +352,19 @@ func (r *HiCacheDeploymentReconciler) executeGroupPlan(ctx context.Context, hcd 
 			}
 		}
 		if act.kind == actRecreate {
-			ctrl.LoggerFrom(ctx).V(1).Info("Recreating a serving group that lost a rank", "group", g, "why", act.why, "attempt", act.annotations[hicachev1alpha1.AnnotationRecreations])
+			ctrl.LoggerFrom(ctx).V(1).Info("Recreating a serving group that lost a rank", "group", g.String(), "why", act.why, "attempt", act.annotations[hicachev1alpha1.AnnotationRecreations])
 			r.Recorder.Eventf(hcd, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonGroupRecreated, "Recreate",
-				"Serving group %d lost a rank (%s); recreating all %d of its pods, since a process group cannot take a rank back", g, act.why, len(grp.pods))
+				"%s lost a rank (%s); recreating all %d of its pods, since a process group cannot take a rank back", capitalize(g.describe()), act.why, len(grp.pods))
 		}
 		switch act.kind {
 		case actRoll, actReplace, actRecreate:
 			if err := r.deletePods(ctx, grp.pods); err != nil {
-				return fmt.Errorf("replacing the pods of serving group %d: %w", g, err)
+				return fmt.Errorf("replacing the pods of %s: %w", g.describe(), err)
 			}
 		}
 		if len(act.annotations) > 0 {
 			if err := r.setGroupAnnotations(ctx, grp.sts, act.annotations); err != nil {
-				return fmt.Errorf("recording the history of serving group %d: %w", g, err)
+				return fmt.Errorf("recording the history of %s: %w", g.describe(), err)
 			}
 		}
 		switch act.kind {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -46,8 +47,9 @@ const (
 	KueueQueueLabel = "kueue.x-k8s.io/queue-name"
 )
 
-// groupName is the StatefulSet (and headless Service) of serving group g.
-func groupName(hcd string, g int) string { return fmt.Sprintf("%s-%d", hcd, g) }
+// groupName is the StatefulSet (and headless Service) of serving group k: "<hcd>-<g>" without
+// roles, "<hcd>-prefill-<g>" and "<hcd>-decode-<g>" with them.
+func groupName(hcd string, k groupKey) string { return hcd + "-" + k.String() }
 
 func commonLabels(hcd *hicachev1alpha1.HiCacheDeployment) map[string]string {
 	return map[string]string{
@@ -62,13 +64,20 @@ func ownerRef(hcd *hicachev1alpha1.HiCacheDeployment) metav1.OwnerReference {
 	return *metav1.NewControllerRef(hcd, hicachev1alpha1.GroupVersion.WithKind("HiCacheDeployment"))
 }
 
-// serverConfig is the SGLang command line of every rank of group g.
+// serverConfig is the SGLang command line of every rank of group g of a deployment without
+// roles.
 func serverConfig(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be *resolve.Backend, g int) (sglang.ServerConfig, *sglang.MooncakeConfig, error) {
+	return roleServerConfig(hcd, plainRole(hcd, r), be, groupKey{index: g})
+}
+
+// roleServerConfig is the SGLang command line of every rank of group k of role sr.
+func roleServerConfig(hcd *hicachev1alpha1.HiCacheDeployment, sr *servingRole, be *resolve.Backend, k groupKey) (sglang.ServerConfig, *sglang.MooncakeConfig, error) {
 	addr := ""
-	if r.Nodes > 1 {
-		addr = fmt.Sprintf("%s-0.%s.%s.svc:%d", groupName(hcd.Name, g), groupName(hcd.Name, g), hcd.Namespace, DistInitPort)
+	if sr.res.Nodes > 1 {
+		name := groupName(hcd.Name, k)
+		addr = fmt.Sprintf("%s-0.%s.%s.svc:%d", name, name, hcd.Namespace, DistInitPort)
 	}
-	return resolve.ServerConfig(hcd, r, be, addr)
+	return sr.serverConfig(be, addr)
 }
 
 // buildConfigMap holds the rendered extra config and the rank plan, for people and tools.
@@ -104,10 +113,27 @@ func buildConfigMap(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved,
 	}, nil
 }
 
+// addRolePlans adds the rank plan of each further role to a deployment's ConfigMap, under the
+// role's name ("decode-plan.txt", "decode-plan.json").
+func addRolePlans(cm *corev1.ConfigMap, served []*servingRole) error {
+	for _, sr := range served {
+		planJSON, err := json.MarshalIndent(sr.res.Plan, "", "  ")
+		if err != nil {
+			return err
+		}
+		cm.Data[string(sr.role)+"-plan.txt"] = sr.res.Plan.String()
+		cm.Data[string(sr.role)+"-plan.json"] = string(planJSON)
+	}
+	return nil
+}
+
 // buildClientService fronts the leaders of every group, or the router when spec.router is set.
+// With spec.roles it always fronts the router: a request must reach a prefill and a decode
+// server together, which only a prefill/decode router does, so no leader is a client endpoint
+// (without spec.router the Service has no endpoints until one is set).
 func buildClientService(hcd *hicachev1alpha1.HiCacheDeployment) *corev1.Service {
 	sel := map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name, appsv1.PodIndexLabel: "0"}
-	if hcd.Spec.Router != nil {
+	if hcd.Spec.Router != nil || hcd.Spec.Roles != nil {
 		sel = routerSelector(hcd)
 	}
 	return &corev1.Service{
@@ -125,19 +151,19 @@ func buildClientService(hcd *hicachev1alpha1.HiCacheDeployment) *corev1.Service 
 	}
 }
 
-// buildHeadlessService gives group g's ranks stable DNS names.
-func buildHeadlessService(hcd *hicachev1alpha1.HiCacheDeployment, g int) *corev1.Service {
-	labels := groupLabels(hcd, g)
+// buildHeadlessService gives group k's ranks stable DNS names.
+func buildHeadlessService(hcd *hicachev1alpha1.HiCacheDeployment, k groupKey) *corev1.Service {
+	labels := groupLabels(hcd, k)
 	return &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: groupName(hcd.Name, g), Namespace: hcd.Namespace,
+			Name: groupName(hcd.Name, k), Namespace: hcd.Namespace,
 			Labels: labels, OwnerReferences: []metav1.OwnerReference{ownerRef(hcd)},
 		},
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,
 			PublishNotReadyAddresses: true,
-			Selector:                 map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name, hicachev1alpha1.LabelGroup: strconv.Itoa(g)},
+			Selector:                 groupSelector(hcd.Name, k),
 			Ports: []corev1.ServicePort{{
 				Name: "dist", Port: DistInitPort, TargetPort: intstr.FromInt32(DistInitPort), Protocol: corev1.ProtocolTCP,
 			}},
@@ -145,30 +171,57 @@ func buildHeadlessService(hcd *hicachev1alpha1.HiCacheDeployment, g int) *corev1
 	}
 }
 
-func groupLabels(hcd *hicachev1alpha1.HiCacheDeployment, g int) map[string]string {
+func groupLabels(hcd *hicachev1alpha1.HiCacheDeployment, k groupKey) map[string]string {
 	l := commonLabels(hcd)
-	l[hicachev1alpha1.LabelGroup] = strconv.Itoa(g)
+	l[hicachev1alpha1.LabelGroup] = strconv.Itoa(k.index)
+	if k.role != "" {
+		l[hicachev1alpha1.LabelRole] = string(k.role)
+	}
 	return l
 }
 
-// buildGroup is the StatefulSet of serving group g: one pod per node, pod 0 the leader.
+// groupSelector selects the pods of group k: by deployment and index, and by role in a role
+// (prefill group 0 and decode group 0 are two groups).
+func groupSelector(hcd string, k groupKey) map[string]string {
+	sel := map[string]string{hicachev1alpha1.LabelDeployment: hcd, hicachev1alpha1.LabelGroup: strconv.Itoa(k.index)}
+	if k.role != "" {
+		sel[hicachev1alpha1.LabelRole] = string(k.role)
+	}
+	return sel
+}
+
+// buildGroup is the StatefulSet of serving group g of a deployment without roles.
 func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be *resolve.Backend, g int, image string) (*appsv1.StatefulSet, error) {
-	cfg, mc, err := serverConfig(hcd, r, be, g)
+	return buildRoleGroup(hcd, plainRole(hcd, r), be, g, image)
+}
+
+// buildRoleGroup is the StatefulSet of group g of role sr: one pod per node, pod 0 the leader,
+// every rank running the role's command line (checked against the pinned release's arguments
+// by sglang.Args).
+func buildRoleGroup(hcd *hicachev1alpha1.HiCacheDeployment, sr *servingRole, be *resolve.Backend, g int, image string) (*appsv1.StatefulSet, error) {
+	key := groupKey{role: sr.role, index: g}
+	r := sr.res
+	cfg, mc, err := roleServerConfig(hcd, sr, be, key)
 	if err != nil {
 		return nil, err
 	}
 	args, err := sglang.Args(cfg)
 	if err != nil {
+		if sr.role != "" {
+			return nil, fmt.Errorf("the %s role: %w", sr.role, resolve.SpecError(err))
+		}
 		return nil, err
 	}
-	spec := &hcd.Spec
-	podLabels := groupLabels(hcd, g)
+	spec := &sr.spec.Spec
+	podLabels := groupLabels(hcd, key)
 	for k, v := range spec.Template.Labels {
 		if _, reserved := podLabels[k]; !reserved {
 			podLabels[k] = v
 		}
 	}
-	if spec.Storage != nil {
+	if spec.Storage != nil && sr.writesL3() {
+		// Only ranks that write L3 carry its namespace: the label is what keeps a namespace in
+		// use, and a decode role without L3 neither reads nor writes it.
 		podLabels[hicachev1alpha1.LabelCacheNamespace] = r.Namespace
 		podLabels[hicachev1alpha1.LabelBackend] = spec.Storage.BackendRef.Name
 	}
@@ -229,6 +282,11 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 		}, model.mounts...),
 		SecurityContext: spec.Template.ContainerSecurityContext.DeepCopy(),
 	}
+	if sr.role == hicachev1alpha1.RolePrefill {
+		// Decode servers find the prefill's ranks through the bootstrap server on its leader.
+		container.Ports = append(container.Ports, corev1.ContainerPort{
+			Name: "bootstrap", ContainerPort: sr.roles.Transfer.BootstrapPort, Protocol: corev1.ProtocolTCP})
+	}
 	budget, _ := resolve.StartupBudget(spec, r)
 	container.StartupProbe, container.ReadinessProbe, container.LivenessProbe = rankProbes(budget)
 	volumes := append([]corev1.Volume{
@@ -236,7 +294,9 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 		{Name: "hicache", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: resolve.ConfigMapName(hcd.Name)}}}},
 	}, model.volumes...)
-	if spec.Storage != nil && spec.Storage.Protocol == "rdma" {
+	if (spec.Storage != nil && spec.Storage.Protocol == "rdma" && sr.writesL3()) || rdmaTransfer(sr) {
+		// The store's RDMA protocol, or the KV transfer between roles over Mooncake's RDMA
+		// transfer engine, registers memory with the devices.
 		addCapability(&container, "IPC_LOCK")
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "infiniband", MountPath: "/dev/infiniband"})
 		volumes = append(volumes, corev1.Volume{Name: "infiniband", VolumeSource: corev1.VolumeSource{
@@ -267,7 +327,7 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 		NodeSelector:              spec.Template.NodeSelector,
 		Tolerations:               spec.Template.Tolerations,
 		ServiceAccountName:        spec.Template.ServiceAccountName,
-		Affinity:                  groupAffinity(spec.Template.Affinity, hcd.Name, g, r.Nodes),
+		Affinity:                  groupAffinity(spec.Template.Affinity, hcd.Name, key, r.Nodes),
 		TopologySpreadConstraints: spec.Template.TopologySpreadConstraints,
 		PriorityClassName:         spec.Template.PriorityClassName,
 		SchedulerName:             spec.Template.SchedulerName,
@@ -275,12 +335,17 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 		SecurityContext:           spec.Template.SecurityContext.DeepCopy(),
 	}
 	annotations := map[string]string{hicachev1alpha1.AnnotationLayoutHash: r.ShortHash}
+	if sr.roles != nil {
+		// What the router reads of a role's leaders (a prefill's bootstrap port), set whether or
+		// not spec.router is, so that adding a router rolls no group.
+		maps.Copy(annotations, RolePodAnnotations(sr.roles, sr.role))
+	}
 	for k, v := range spec.Template.Annotations {
 		if _, reserved := annotations[k]; !reserved {
 			annotations[k] = v
 		}
 	}
-	stsLabels, stsAnnotations := groupLabels(hcd, g), map[string]string{}
+	stsLabels, stsAnnotations := groupLabels(hcd, key), map[string]string{}
 	if gang := spec.Template.GangScheduling; gang != nil {
 		switch gang.Scheduler {
 		case hicachev1alpha1.GangVolcano:
@@ -311,30 +376,36 @@ func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be 
 	sts := &appsv1.StatefulSet{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: groupName(hcd.Name, g), Namespace: hcd.Namespace,
+			Name: groupName(hcd.Name, key), Namespace: hcd.Namespace,
 			Labels:          stsLabels,
 			Annotations:     stsAnnotations,
 			OwnerReferences: []metav1.OwnerReference{ownerRef(hcd)},
 		},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:            ptr.To(int32(r.Nodes)),
-			ServiceName:         groupName(hcd.Name, g),
+			ServiceName:         groupName(hcd.Name, key),
 			PodManagementPolicy: appsv1.ParallelPodManagement,
 			// The operator replaces a group's pods all at once: ranks of one group must not mix
 			// versions, and a lost rank cannot rejoin a running process group.
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
-			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name, hicachev1alpha1.LabelGroup: strconv.Itoa(g)}},
+			Selector:       &metav1.LabelSelector{MatchLabels: groupSelector(hcd.Name, key)},
 			Template:       template,
 		},
 	}
 	return sts, nil
 }
 
+// rdmaTransfer tells whether the role's ranks move KV between the roles over RDMA (the mooncake
+// transfer backend; mooncake_tcp and nixl over TCP need no device).
+func rdmaTransfer(sr *servingRole) bool {
+	return sr.roles != nil && sr.roles.Transfer.Backend == hicachev1alpha1.TransferMooncake
+}
+
 // groupAffinity is the user's affinity (spec.template.affinity) with, for a group of several
 // nodes, the operator's required anti-affinity term added: a rank never shares a node with
 // another rank of its group. The user's node affinity, pod affinity and own anti-affinity terms
 // are kept as they are.
-func groupAffinity(user *corev1.Affinity, hcd string, g, nodes int) *corev1.Affinity {
+func groupAffinity(user *corev1.Affinity, hcd string, k groupKey, nodes int) *corev1.Affinity {
 	if nodes == 1 {
 		return user.DeepCopy()
 	}
@@ -347,7 +418,7 @@ func groupAffinity(user *corev1.Affinity, hcd string, g, nodes int) *corev1.Affi
 	}
 	a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
 		corev1.PodAffinityTerm{
-			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{hicachev1alpha1.LabelDeployment: hcd, hicachev1alpha1.LabelGroup: strconv.Itoa(g)}},
+			LabelSelector: &metav1.LabelSelector{MatchLabels: groupSelector(hcd, k)},
 			TopologyKey:   "kubernetes.io/hostname",
 		})
 	return a

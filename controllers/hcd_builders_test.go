@@ -424,7 +424,7 @@ func TestServices(t *testing.T) {
 	g1 := mustBuildGroup(t, h, 1)
 	g0 := mustBuildGroup(t, h, 0)
 
-	headless := buildHeadlessService(h, 1)
+	headless := buildHeadlessService(h, groupKey{index: 1})
 	if headless.Name != g1.Spec.ServiceName || headless.Spec.ClusterIP != corev1.ClusterIPNone || !headless.Spec.PublishNotReadyAddresses {
 		t.Errorf("headless service %s (clusterIP %q, publish not ready %v), want %s, None, true",
 			headless.Name, headless.Spec.ClusterIP, headless.Spec.PublishNotReadyAddresses, g1.Spec.ServiceName)

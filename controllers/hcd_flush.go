@@ -256,7 +256,7 @@ func (r *HiCacheDeploymentReconciler) stopGroups(ctx context.Context, hcd *hicac
 	if err := r.executeGroupPlan(ctx, hcd, obs, planGroups(obs.groups, groupWant{stop: true, stopNamespace: only}, obs.now.Time), nil); err != nil {
 		return 0, err
 	}
-	maps.DeleteFunc(obs.groups, func(_ int, grp *group) bool { return grp.writes(only) })
+	maps.DeleteFunc(obs.groups, func(_ groupKey, grp *group) bool { return grp.writes(only) })
 	labels := client.MatchingLabels{hicachev1alpha1.LabelDeployment: hcd.Name}
 	if only != "" {
 		labels[hicachev1alpha1.LabelCacheNamespace] = only

@@ -21,12 +21,12 @@ var stuckWaiting = []string{
 // with the GPUs), an init container (the model download) that failed or cannot start, or a
 // serving container that cannot start. Only the kubelet's and the scheduler's own words are
 // quoted, which name objects (a Secret, a claim) but never their contents.
-func rankPodProblem(groups map[int]*group) string {
-	keys := make([]int, 0, len(groups))
+func rankPodProblem(groups map[groupKey]*group) string {
+	keys := make([]groupKey, 0, len(groups))
 	for g := range groups {
 		keys = append(keys, g)
 	}
-	sort.Ints(keys)
+	slices.SortFunc(keys, compareKeys)
 	for _, g := range keys {
 		pods := slices.Clone(groups[g].pods)
 		sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })

@@ -67,18 +67,18 @@ func TestRankPodProblem(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := rankPodProblem(map[int]*group{0: {index: 0, pods: tc.pods}})
+			got := rankPodProblem(map[groupKey]*group{{}: {pods: tc.pods}})
 			if got != tc.want {
 				t.Errorf("problem\n  %q\nwant\n  %q", got, tc.want)
 			}
 		})
 	}
 	// Groups in order, pods by name: the first stuck pod of the lowest group is named.
-	two := map[int]*group{
-		1: {index: 1, pods: []corev1.Pod{pod("d-1-0", func(p *corev1.Pod) {
+	two := map[groupKey]*group{
+		{index: 1}: {key: groupKey{index: 1}, pods: []corev1.Pod{pod("d-1-0", func(p *corev1.Pod) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "sglang", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error"}}}}
 		})}},
-		0: {index: 0, pods: []corev1.Pod{pod("d-0-1", func(p *corev1.Pod) {
+		{index: 0}: {pods: []corev1.Pod{pod("d-0-1", func(p *corev1.Pod) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "sglang", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}}
 		}), pod("d-0-0", running)}},
 	}

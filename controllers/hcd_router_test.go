@@ -138,7 +138,7 @@ func selectorArg(t *testing.T, args []string, flag string) labels.Selector {
 // rankPodLabels are the labels of a rank pod of a deployment with roles: the group's labels, its
 // role and its index in the group.
 func rankPodLabels(h *hicachev1alpha1.HiCacheDeployment, role hicachev1alpha1.Role, g, index int) labels.Set {
-	l := labels.Set(groupLabels(h, g))
+	l := labels.Set(groupLabels(h, groupKey{role: role, index: g}))
 	l[roleLabel] = string(role)
 	l[appsv1.PodIndexLabel] = strconv.Itoa(index)
 	return l

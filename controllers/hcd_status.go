@@ -3,12 +3,11 @@ package controllers
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/ptr"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
@@ -22,7 +21,10 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 	st.ObservedGeneration = hcd.Generation
 	set := conditionsOf(&st.Conditions, hcd.Generation, obs.now.Time).set
 
-	desiredGroups := ptr.Deref(hcd.Spec.Replicas, hicachev1alpha1.DefaultReplicas)
+	var desiredGroups int32
+	for _, n := range specReplicas(hcd) {
+		desiredGroups += n
+	}
 
 	if obs.resolveErr != nil {
 		reason := hicachev1alpha1.ReasonInvalidSpec
@@ -121,7 +123,7 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 				"Stopping writers and flushing before the new layout starts: "+msg)
 		case len(stale) > 0:
 			set(hicachev1alpha1.ConditionCacheLayoutCurrent, false, hicachev1alpha1.ReasonLayoutChanging,
-				fmt.Sprintf("Serving groups %s still write under an older layout; they are replaced one at a time", joinInts(stale)))
+				fmt.Sprintf("Serving groups %s still write under an older layout; they are replaced one at a time", joinKeys(stale)))
 		default:
 			set(hicachev1alpha1.ConditionCacheLayoutCurrent, true, hicachev1alpha1.ReasonLayoutCurrent,
 				fmt.Sprintf("Every serving group writes under namespace %s (layout %s)", res.Namespace, res.ShortHash))
@@ -217,25 +219,31 @@ func setReady(set func(string, bool, string, string), st *hicachev1alpha1.HiCach
 	set(hicachev1alpha1.ConditionReady, false, hicachev1alpha1.ReasonGroupsNotReady, truncate(msg, 1024))
 }
 
-// countGroups fills the group counters from the observed groups.
+// countGroups fills the group counters from the observed groups: those below their role's
+// replicas count.
 func countGroups(st *hicachev1alpha1.HiCacheDeploymentStatus, obs *observed, desired int32) {
 	var existing, ready, updated int32
-	nodes := 0
-	if obs.resolved != nil {
-		nodes = obs.resolved.Nodes
+	replicas := map[hicachev1alpha1.Role]int{}
+	nodes := map[hicachev1alpha1.Role]int{}
+	if obs.served != nil {
+		for _, sr := range obs.served {
+			replicas[sr.role], nodes[sr.role] = sr.res.Replicas, sr.res.Nodes
+		}
+	} else {
+		replicas[""] = int(desired) // the spec cannot be resolved: a deployment without roles, as it was
 	}
-	for g, grp := range obs.groups {
-		if int32(g) >= desired {
+	for k, grp := range obs.groups {
+		if n, ok := replicas[k.role]; !ok || k.index >= n {
 			continue
 		}
 		existing++
-		if slicesContains(obs.rolling, g) || slicesContains(obs.recreated, g) {
+		if slices.Contains(obs.rolling, k) || slices.Contains(obs.recreated, k) {
 			continue
 		}
 		if groupReady(grp, grp.size()) {
 			ready++
 		}
-		if hash, ok := obs.desired[g]; ok && groupCurrent(grp, hash) && len(grp.pods) == nodes {
+		if hash, ok := obs.desired[k]; ok && groupCurrent(grp, hash) && len(grp.pods) == nodes[k.role] {
 			updated++
 		}
 	}
@@ -243,19 +251,23 @@ func countGroups(st *hicachev1alpha1.HiCacheDeploymentStatus, obs *observed, des
 	st.Ready = fmt.Sprintf("%d/%d", ready, desired)
 }
 
-// groupsOffLayout lists groups whose pods write under another namespace or layout.
-func groupsOffLayout(obs *observed, res *resolve.Resolved) []int {
-	var out []int
-	for g, grp := range obs.groups {
+// groupsOffLayout lists the groups whose pods write under another namespace or layout; a group
+// of a role that does not write L3 writes under none.
+func groupsOffLayout(obs *observed, res *resolve.Resolved) []groupKey {
+	var out []groupKey
+	for k, grp := range obs.groups {
+		if sr := obs.servedRole(k.role); sr != nil && !sr.writesL3() {
+			continue
+		}
 		for i := range grp.pods {
 			p := &grp.pods[i]
 			if p.Labels[hicachev1alpha1.LabelCacheNamespace] != res.Namespace || p.Annotations[hicachev1alpha1.AnnotationLayoutHash] != res.ShortHash {
-				out = append(out, g)
+				out = append(out, k)
 				break
 			}
 		}
 	}
-	sort.Ints(out)
+	slices.SortFunc(out, compareKeys)
 	return out
 }
 
@@ -384,19 +396,10 @@ func truncate(s string, n int) string {
 	return s[:n-3] + "..."
 }
 
-func joinInts(xs []int) string {
-	parts := make([]string, len(xs))
-	for i, x := range xs {
-		parts[i] = fmt.Sprint(x)
+func joinKeys(keys []groupKey) string {
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k.String()
 	}
 	return strings.Join(parts, ", ")
-}
-
-func slicesContains(xs []int, x int) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }

@@ -42,19 +42,21 @@ func message(st *hicachev1alpha1.HiCacheDeploymentStatus, typ string) string {
 // storage, and the groups given, whose desired hash is hash.
 func observation(t *testing.T, h *hicachev1alpha1.HiCacheDeployment, hash string, groups ...*group) *observed {
 	t.Helper()
-	obs := &observed{now: t0, groups: map[int]*group{}, desired: map[int]string{}}
-	obs.resolved, obs.resolveErr = resolve.Resolve(h)
+	obs := &observed{now: t0, groups: map[groupKey]*group{}, desired: map[groupKey]string{}}
+	obs.resolved, obs.served, obs.resolveErr = resolveServing(h)
 	if obs.resolveErr != nil {
 		return obs
 	}
 	if h.Spec.Storage != nil {
 		obs.backend = testBackend()
 	}
-	for g := range obs.resolved.Replicas {
-		obs.desired[g] = hash
+	for _, sr := range obs.served {
+		for g := range sr.res.Replicas {
+			obs.desired[groupKey{role: sr.role, index: g}] = hash
+		}
 	}
 	for _, g := range groups {
-		obs.groups[g.index] = g
+		obs.groups[g.key] = g
 	}
 	obs.cache, _ = cacheStatus(h, obs)
 	return obs
@@ -100,7 +102,7 @@ func TestComputeStatus(t *testing.T) {
 			hcd: withStorage.Obj(),
 			obs: func(t *testing.T, h *hicachev1alpha1.HiCacheDeployment) *observed {
 				obs := observation(t, h, "h")
-				obs.backend, obs.desired = nil, map[int]string{}
+				obs.backend, obs.desired = nil, map[groupKey]string{}
 				obs.backendErr = &conditionError{hicachev1alpha1.ReasonBackendNotFound, `CacheBackend "mooncake" does not exist in namespace default`}
 				return obs
 			},
@@ -128,7 +130,7 @@ func TestComputeStatus(t *testing.T) {
 			hcd: withStorage.Obj(),
 			obs: func(t *testing.T, h *hicachev1alpha1.HiCacheDeployment) *observed {
 				obs := observation(t, h, "new", readyGroup(0, 1, "new", r), readyGroup(1, 1, "old", r))
-				obs.rolling = []int{1}
+				obs.rolling = []groupKey{{index: 1}}
 				return obs
 			},
 			want: map[string]cond{
@@ -327,8 +329,8 @@ func TestCountGroups(t *testing.T) {
 	full := func(g int, hash string) *group { return readyGroup(g, 2, hash, r) }
 	cases := map[string]struct {
 		groups    []*group
-		rolling   []int
-		recreated []int
+		rolling   []groupKey
+		recreated []groupKey
 		want      [3]int32 // existing, ready, updated
 	}{
 		"none":      {want: [3]int32{0, 0, 0}},
@@ -337,10 +339,10 @@ func TestCountGroups(t *testing.T) {
 			groups: []*group{full(0, "h"), full(3, "h"), full(4, "h")}, want: [3]int32{1, 1, 1},
 		},
 		"a rolling group exists but is neither ready nor updated": {
-			groups: []*group{full(0, "h"), full(1, "h")}, rolling: []int{1}, want: [3]int32{2, 1, 1},
+			groups: []*group{full(0, "h"), full(1, "h")}, rolling: []groupKey{{index: 1}}, want: [3]int32{2, 1, 1},
 		},
 		"a recreated group likewise": {
-			groups: []*group{full(0, "h"), full(1, "h")}, recreated: []int{0}, want: [3]int32{2, 1, 1},
+			groups: []*group{full(0, "h"), full(1, "h")}, recreated: []groupKey{{index: 0}}, want: [3]int32{2, 1, 1},
 		},
 		"a group missing a rank is not updated": {
 			groups: []*group{sized(groupOf(0, "h", "", makePod("g0", 0).Ready().Hash("h").Obj()), 2)}, want: [3]int32{1, 0, 0},
@@ -379,7 +381,7 @@ func TestGroupsOffLayout(t *testing.T) {
 	offHash.pods[0].Annotations[hicachev1alpha1.AnnotationLayoutHash] = "0000000000"
 	empty := groupOf(2, "h", "")
 	obs := observation(t, h, "h", current(0), offHash, empty, offNS)
-	if diff := cmp.Diff([]int{1, 3}, groupsOffLayout(obs, r)); diff != "" {
+	if diff := cmp.Diff([]groupKey{{index: 1}, {index: 3}}, groupsOffLayout(obs, r), cmp.AllowUnexported(groupKey{})); diff != "" {
 		t.Errorf("groupsOffLayout (-want +got):\n%s", diff)
 	}
 	if got := groupsOffLayout(observation(t, h, "h", current(0), current(1)), r); got != nil {

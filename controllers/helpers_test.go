@@ -108,7 +108,7 @@ func groupOf(index int, hash, members string, pods ...corev1.Pod) *group {
 	if members != "" {
 		sts.Annotations[hicachev1alpha1.AnnotationMembers] = members
 	}
-	return &group{index: index, sts: sts, pods: pods}
+	return &group{key: groupKey{index: index}, sts: sts, pods: pods}
 }
 
 // readyGroup is a formed, ready group of n pods running the template hash, whose pods write

@@ -59,22 +59,27 @@ const backendRefIndex = "spec.storage.backendRef.name"
 
 // group is what was observed of one serving group.
 type group struct {
-	index int
-	sts   *appsv1.StatefulSet
-	pods  []corev1.Pod
+	key  groupKey
+	sts  *appsv1.StatefulSet
+	pods []corev1.Pod
 }
 
 // observed is what one reconcile saw and did, from which status is computed.
 type observed struct {
-	resolved   *resolve.Resolved
+	// resolved is the deployment's layout and, without roles, its groups' shape; with roles the
+	// prefill's (whose namespace both roles share).
+	resolved *resolve.Resolved
+	// served are the kinds of serving group the spec runs: the deployment without roles, or its
+	// prefill and decode roles.
+	served     []*servingRole
 	resolveErr error
 	backend    *resolve.Backend
 	backendObj *hicachev1alpha1.CacheBackend
 	backendErr *conditionError
-	groups     map[int]*group
-	desired    map[int]string // group → desired template hash
-	rolling    []int          // groups whose pods were replaced this reconcile
-	recreated  []int
+	groups     map[groupKey]*group
+	desired    map[groupKey]string // group → desired template hash
+	rolling    []groupKey          // groups whose pods were replaced this reconcile
+	recreated  []groupKey
 	// failed is the error a phase stopped on, reported in Progressing.
 	failed error
 	now    metav1.Time
@@ -120,7 +125,7 @@ func (r *HiCacheDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Re
 		return ctrl.Result{}, err
 	}
 	now := r.Clock.Now()
-	s := newScope(r.Client, &hcd, &observed{now: metav1.NewTime(now), desired: map[int]string{}}, now)
+	s := newScope(r.Client, &hcd, &observed{now: metav1.NewTime(now), desired: map[groupKey]string{}}, now)
 	return kindSteps[*hicachev1alpha1.HiCacheDeployment, *observed]{
 		phases: []phase[*hcdScope]{
 			{"observe", r.observe},
@@ -140,7 +145,7 @@ func (r *HiCacheDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Re
 // their pods and the backend the ranks write to.
 func (r *HiCacheDeploymentReconciler) observe(ctx context.Context, s *hcdScope) (step, error) {
 	hcd, obs := s.obj, s.obs
-	obs.resolved, obs.resolveErr = resolve.Resolve(hcd)
+	obs.resolved, obs.served, obs.resolveErr = resolveServing(hcd)
 	if err := r.observeGroups(ctx, hcd, obs); err != nil {
 		return proceed, statusUnknown(fmt.Errorf("reading the serving groups: %w", err))
 	}
@@ -211,27 +216,49 @@ func (r *HiCacheDeploymentReconciler) observeGroups(ctx context.Context, hcd *hi
 	if err := r.List(ctx, &podList, client.InNamespace(hcd.Namespace), client.MatchingLabels{hicachev1alpha1.LabelDeployment: hcd.Name}); err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
-	obs.groups = map[int]*group{}
-	for i := range stsList.Items {
-		sts := &stsList.Items[i]
+	obs.groups = groupsFrom(hcd, stsList.Items, podList.Items)
+	return nil
+}
+
+// groupsFrom sorts a deployment's StatefulSets and pods into serving groups, by the role and
+// group labels the operator sets; a StatefulSet the deployment does not control, and pods being
+// deleted, are not part of any group.
+func groupsFrom(hcd *hicachev1alpha1.HiCacheDeployment, sets []appsv1.StatefulSet, pods []corev1.Pod) map[groupKey]*group {
+	groups := map[groupKey]*group{}
+	for i := range sets {
+		sts := &sets[i]
 		if !metav1.IsControlledBy(sts, hcd) {
 			continue
 		}
-		g, err := strconv.Atoi(sts.Labels[hicachev1alpha1.LabelGroup])
-		if err != nil {
+		k, ok := groupKeyOf(sts.Labels)
+		if !ok {
 			continue
 		}
-		obs.groups[g] = &group{index: g, sts: sts}
+		groups[k] = &group{key: k, sts: sts}
 	}
-	for i := range podList.Items {
-		p := podList.Items[i]
-		g, err := strconv.Atoi(p.Labels[hicachev1alpha1.LabelGroup])
-		if err != nil || obs.groups[g] == nil || p.DeletionTimestamp != nil {
+	for i := range pods {
+		p := pods[i]
+		k, ok := groupKeyOf(p.Labels)
+		if !ok || groups[k] == nil || p.DeletionTimestamp != nil {
 			continue
 		}
-		obs.groups[g].pods = append(obs.groups[g].pods, p)
+		groups[k].pods = append(groups[k].pods, p)
 	}
-	return nil
+	return groups
+}
+
+// groupKeyOf reads the group of an object from its labels.
+func groupKeyOf(labels map[string]string) (groupKey, bool) {
+	g, err := strconv.Atoi(labels[hicachev1alpha1.LabelGroup])
+	if err != nil || g < 0 {
+		return groupKey{}, false
+	}
+	k := groupKey{role: hicachev1alpha1.Role(labels[hicachev1alpha1.LabelRole]), index: g}
+	switch k.role {
+	case "", hicachev1alpha1.RolePrefill, hicachev1alpha1.RoleDecode:
+		return k, true
+	}
+	return groupKey{}, false
 }
 
 // backendEndpoints reads the referenced CacheBackend; it must exist and be Ready.
@@ -282,13 +309,20 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 	if err := r.ensureKeys(ctx, hcd); err != nil {
 		return err
 	}
-	rd, err := render(hcd, res, obs.backend, image)
+	rd, err := render(hcd, obs.served, res, obs.backend, image)
 	if err != nil {
 		return err
 	}
 	desired := rd.groups
-	for g, sts := range desired {
-		obs.desired[g] = sts.Annotations[hicachev1alpha1.AnnotationTemplateHash]
+	want := groupWant{maxUnavailable: int(hcd.Spec.Rollout.MaxUnavailable)}
+	for _, sr := range obs.served {
+		rw := roleWant{role: sr.role, replicas: sr.res.Replicas, hashes: map[int]string{}}
+		for g := range sr.res.Replicas {
+			k := groupKey{role: sr.role, index: g}
+			obs.desired[k] = desired[k].Annotations[hicachev1alpha1.AnnotationTemplateHash]
+			rw.hashes[g] = obs.desired[k]
+		}
+		want.roles = append(want.roles, rw)
 	}
 	if _, err := a.apply(ctx, rd.configMap, &corev1.ConfigMap{}); err != nil {
 		return err
@@ -303,7 +337,7 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 		return err
 	}
 
-	plan := planGroups(obs.groups, groupWant{replicas: res.Replicas, hashes: obs.desired, maxUnavailable: int(hcd.Spec.Rollout.MaxUnavailable)}, obs.now.Time)
+	plan := planGroups(obs.groups, want, obs.now.Time)
 	obs.recreateWait = plan.requeueAfter
 	if err := r.executeGroupPlan(ctx, hcd, obs, plan, desired); err != nil {
 		return err
@@ -474,7 +508,7 @@ func (r *HiCacheDeploymentReconciler) emitEvents(s *hcdScope) {
 	}
 	for _, g := range obs.rolling {
 		r.Recorder.Eventf(s.obj, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonRollingOut, "Roll",
-			"Replacing all pods of serving group %d together with the new template", g)
+			"Replacing all pods of %s together with the new template", g.describe())
 	}
 }
 

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"slices"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -146,6 +145,17 @@ func buildDeploymentNetworkPolicy(hcd *hicachev1alpha1.HiCacheDeployment, r *res
 		From:  clients,
 		Ports: []networkingv1.NetworkPolicyPort{tcpPort(SGLangPort)},
 	}}
+	if hcd.Spec.Roles != nil {
+		// The roles hand KV over to each other: decode servers reach the prefill leaders'
+		// bootstrap server, then both roles' transfer engines talk on ports chosen at run time.
+		rules = append(rules, networkingv1.NetworkPolicyIngressRule{
+			From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{
+				MatchLabels:      map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name},
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: hicachev1alpha1.LabelRole, Operator: metav1.LabelSelectorOpExists}},
+			}}},
+			Ports: portsExcept(SGLangPort),
+		})
+	}
 	if hcd.Spec.Storage != nil && r.SegmentPerPod() > 0 {
 		rules = append(rules, networkingv1.NetworkPolicyIngressRule{
 			From:  []networkingv1.NetworkPolicyPeer{backendPeer(hcd.Spec.Storage.BackendRef.Name)},
@@ -156,12 +166,12 @@ func buildDeploymentNetworkPolicy(hcd *hicachev1alpha1.HiCacheDeployment, r *res
 		map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name}, rules...)
 }
 
-// buildGroupNetworkPolicy admits the ranks of group g to each other on every port but SGLang's
+// buildGroupNetworkPolicy admits the ranks of group k to each other on every port but SGLang's
 // HTTP port: torch.distributed's rendezvous on the dist-init port, then NCCL and Gloo on ports
 // chosen at run time.
-func buildGroupNetworkPolicy(hcd *hicachev1alpha1.HiCacheDeployment, g int) *networkingv1.NetworkPolicy {
-	group := map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name, hicachev1alpha1.LabelGroup: strconv.Itoa(g)}
-	return ingressPolicy(groupName(hcd.Name, g), hcd.Namespace, groupLabels(hcd, g), []metav1.OwnerReference{ownerRef(hcd)}, group,
+func buildGroupNetworkPolicy(hcd *hicachev1alpha1.HiCacheDeployment, k groupKey) *networkingv1.NetworkPolicy {
+	group := groupSelector(hcd.Name, k)
+	return ingressPolicy(groupName(hcd.Name, k), hcd.Namespace, groupLabels(hcd, k), []metav1.OwnerReference{ownerRef(hcd)}, group,
 		networkingv1.NetworkPolicyIngressRule{
 			From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: group}}},
 			Ports: portsExcept(SGLangPort),

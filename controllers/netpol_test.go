@@ -54,7 +54,7 @@ func TestNetworkPolicies(t *testing.T) {
 		"master": buildMasterNetworkPolicy(cb, testOperatorNS),
 		"store":  buildStoreNetworkPolicy(cb),
 		"q":      buildDeploymentNetworkPolicy(q, mustResolve(t, q)),
-		"q-0":    buildGroupNetworkPolicy(q, 0),
+		"q-0":    buildGroupNetworkPolicy(q, groupKey{}),
 	}
 	const ephemeral = 41234 // a port chosen at run time (NCCL, the transfer engine)
 	ports := map[string]map[string]int32{

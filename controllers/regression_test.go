@@ -46,10 +46,10 @@ func TestNamesTheAPIServerWouldRefuseAreReportedUpFront(t *testing.T) {
 			if errs := validation.IsDNS1035Label(buildClientService(h).Name); len(errs) > 0 {
 				problems = append(problems, "client Service: "+strings.Join(errs, "; "))
 			}
-			if errs := validation.IsDNS1035Label(buildHeadlessService(h, 0).Name); len(errs) > 0 {
+			if errs := validation.IsDNS1035Label(buildHeadlessService(h, groupKey{}).Name); len(errs) > 0 {
 				problems = append(problems, "headless Service: "+strings.Join(errs, "; "))
 			}
-			if errs := validation.IsValidLabelValue(groupName(name, 0) + "-0123456789"); len(errs) > 0 {
+			if errs := validation.IsValidLabelValue(groupName(name, groupKey{}) + "-0123456789"); len(errs) > 0 {
 				problems = append(problems, "controller-revision-hash label: "+strings.Join(errs, "; "))
 			}
 			if len(problems) > 0 {
@@ -130,7 +130,7 @@ func TestBackendLossIsNotReportedAsARollout(t *testing.T) {
 	h := makeHCD("q").TP(4).Storage("mooncake").Replicas(2).Obj()
 	r := mustResolve(t, h)
 	obs := observation(t, h, "h", readyGroup(0, 1, "h", r), readyGroup(1, 1, "h", r))
-	obs.backend, obs.desired = nil, map[int]string{}
+	obs.backend, obs.desired = nil, map[groupKey]string{}
 	obs.backendErr = &conditionError{hicachev1alpha1.ReasonBackendNotReady, `CacheBackend "mooncake" is not ready`}
 	st := computeStatus(h, obs)
 	if c := condsOf(st)["Progressing"]; c.Reason == hicachev1alpha1.ReasonRollingOut {

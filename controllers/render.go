@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,28 +18,67 @@ import (
 type rendered struct {
 	configMap     *corev1.ConfigMap
 	clientService *corev1.Service
-	groups        []*appsv1.StatefulSet
+	groups        map[groupKey]*appsv1.StatefulSet
 }
 
-// render builds every serving group and the ConfigMap of a resolved deployment: nothing is
-// written unless the whole deployment renders.
-func render(hcd *hicachev1alpha1.HiCacheDeployment, res *resolve.Resolved, be *resolve.Backend, image string) (*rendered, error) {
-	out := &rendered{groups: make([]*appsv1.StatefulSet, res.Replicas)}
-	for g := range res.Replicas {
-		sts, err := buildGroup(hcd, res, be, g, image)
-		if err != nil {
-			return nil, reconcile.TerminalError(fmt.Errorf("rendering serving group %d: %w", g, err))
+// render builds every serving group of every role and the ConfigMap of a resolved deployment
+// (res its layout, served what it runs): nothing is written unless the whole deployment renders.
+func render(hcd *hicachev1alpha1.HiCacheDeployment, served []*servingRole, res *resolve.Resolved, be *resolve.Backend, image string) (*rendered, error) {
+	out := &rendered{groups: map[groupKey]*appsv1.StatefulSet{}}
+	for _, sr := range served {
+		for g := range sr.res.Replicas {
+			k := groupKey{role: sr.role, index: g}
+			sts, err := buildRoleGroup(hcd, sr, be, g, image)
+			if err != nil {
+				return nil, reconcile.TerminalError(fmt.Errorf("rendering %s: %w", k.describe(), err))
+			}
+			out.groups[k] = sts
 		}
-		out.groups[g] = sts
 	}
-	_, mcfg, err := serverConfig(hcd, res, be, 0)
+	// The ConfigMap holds the plan, layout and extra config of the first kind of group (with roles
+	// the prefill's, whose namespace both share) and the plans of the others.
+	first := served[0]
+	_, mcfg, err := roleServerConfig(hcd, first, be, groupKey{role: first.role})
 	if err != nil {
 		return nil, reconcile.TerminalError(fmt.Errorf("rendering the Mooncake configuration: %w", err))
 	}
-	if out.configMap, err = buildConfigMap(hcd, res, mcfg); err != nil {
+	out.configMap, err = buildConfigMap(hcd, res, mcfg)
+	if err == nil {
+		err = addRolePlans(out.configMap, served[1:])
+	}
+	if err != nil {
 		return nil, fmt.Errorf("rendering the ConfigMap: %w", err)
 	}
 	out.clientService = buildClientService(hcd)
+	return out, nil
+}
+
+// sortedKeys are the groups of a rendering in role, then index order.
+func (r *rendered) sortedKeys() []groupKey {
+	keys := make([]groupKey, 0, len(r.groups))
+	for k := range r.groups {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareKeys)
+	return keys
+}
+
+// RenderServingGroups renders the StatefulSets the operator applies for a deployment whose ranks
+// use backend be (nil without an L3 store), in role then group order: what tools compare with
+// what they show of a deployment (kubectl hicache plan).
+func RenderServingGroups(hcd *hicachev1alpha1.HiCacheDeployment, be *resolve.Backend, image string) ([]*appsv1.StatefulSet, error) {
+	res, served, err := resolveServing(hcd)
+	if err != nil {
+		return nil, err
+	}
+	r, err := render(hcd, served, res, be, image)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*appsv1.StatefulSet, 0, len(r.groups))
+	for _, k := range r.sortedKeys() {
+		out = append(out, r.groups[k])
+	}
 	return out, nil
 }
 
@@ -65,7 +105,7 @@ func RenderChildren(hcd *hicachev1alpha1.HiCacheDeployment, cb *hicachev1alpha1.
 		}
 		be = backendOf(cb.Name, ep)
 	}
-	res, err := resolve.Resolve(hcd)
+	res, served, err := resolveServing(hcd)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +113,7 @@ func RenderChildren(hcd *hicachev1alpha1.HiCacheDeployment, cb *hicachev1alpha1.
 	if image == "" {
 		image = opts.DefaultSGLangImage
 	}
-	r, err := render(hcd, res, be, image)
+	r, err := render(hcd, served, res, be, image)
 	if err != nil {
 		return nil, err
 	}
@@ -94,8 +134,8 @@ func RenderChildren(hcd *hicachev1alpha1.HiCacheDeployment, cb *hicachev1alpha1.
 		applied = append(applied, ro.ServiceAccount, ro.Role, ro.RoleBinding, ro.Deployment)
 	}
 	applied = append(applied, buildDeploymentNetworkPolicy(hcd, res))
-	for g, sts := range r.groups {
-		applied = append(applied, buildHeadlessService(hcd, g), buildGroupNetworkPolicy(hcd, g), sts)
+	for _, k := range r.sortedKeys() {
+		applied = append(applied, buildHeadlessService(hcd, k), buildGroupNetworkPolicy(hcd, k), r.groups[k])
 	}
 	for _, o := range applied {
 		if err := stampAppliedHash(o); err != nil {

@@ -9,8 +9,13 @@ const LabelPrefix = "hicache.io/"
 const (
 	// LabelDeployment is the HiCacheDeployment a serving group, its pods and Services belong to.
 	LabelDeployment = LabelPrefix + "deployment"
-	// LabelGroup is the index of the serving group of a StatefulSet and its pods.
+	// LabelGroup is the index of the serving group of a StatefulSet and its pods (within its
+	// role, for a deployment with spec.roles).
 	LabelGroup = LabelPrefix + "group"
+	// LabelRole is the role, prefill or decode, of a serving group of a deployment with
+	// spec.roles: on its StatefulSet, its pods and its headless Service. Groups of a deployment
+	// without roles do not carry it.
+	LabelRole = LabelPrefix + "role"
 	// LabelCacheNamespace is the L3 namespace (extra_backend_tag) a rank pod writes under.
 	LabelCacheNamespace = LabelPrefix + "cache-namespace"
 	// LabelBackend is the CacheBackend a pod uses (a rank pod, a store pod, a flush Job's pod).

@@ -78,15 +78,16 @@ func (e *UnknownProfileError) Error() string {
 	return fmt.Sprintf("spec.profile: unknown profile %q; known profiles: %s", e.Name, strings.Join(cache.ProfileNames(), ", "))
 }
 
-// ErrRolesNotServed is the error of Resolve for a deployment with spec.roles: RolesOf plans
-// it, the serving groups of roles are not run yet.
-var ErrRolesNotServed = &FieldError{Field: "spec.roles", Message: "prefill and decode roles are planned by `kubectl hicache plan` but this operator does not run them yet: remove spec.roles to serve without roles"}
+// ErrHasRoles is the error of Resolve for a deployment with spec.roles, whose serving groups
+// are decided role by role (RolesOf): no one group shape, plan or command line is the whole
+// deployment's.
+var ErrHasRoles = &FieldError{Field: "spec.roles", Message: "is set: the deployment's prefill and decode roles each have their own group shape, rank plan and command line"}
 
 // Resolve decides the topology, plan, layout and group shape of a HiCacheDeployment without
 // roles (RolesOf decides those of one with spec.roles).
 func Resolve(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 	if hcd.Spec.Roles != nil {
-		return nil, ErrRolesNotServed
+		return nil, ErrHasRoles
 	}
 	return resolveOne(hcd)
 }
@@ -189,6 +190,11 @@ func (r *Resolved) segment(st *hicachev1alpha1.StorageSpec) error {
 // StatefulSet of each group, whose pods carry a controller-revision-hash label of the
 // StatefulSet's name plus 11 characters (at most 63).
 const MaxNameLength = 40
+
+// MaxRolesNameLength bounds the name of a deployment with spec.roles, whose groups' names are
+// longer: "<name>-prefill-<g>" with up to four digits, plus the 11 characters of the pods'
+// controller-revision-hash, make at most 63.
+const MaxRolesNameLength = 39
 
 // ReservedEnv are the container variables the operator sets itself.
 var ReservedEnv = []string{"POD_IP", "NODE_RANK", AdminAPIKeyEnv, APIKeyEnv}

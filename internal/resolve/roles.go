@@ -52,6 +52,10 @@ func RolesOf(hcd *hicachev1alpha1.HiCacheDeployment) (*Roles, error) {
 	if roles == nil {
 		return nil, &FieldError{Field: "spec.roles", Message: "is not set: the deployment has no prefill and decode roles"}
 	}
+	if n := hcd.Name; len(n) > MaxRolesNameLength {
+		return nil, &FieldError{Field: "metadata.name", Message: fmt.Sprintf(
+			"%q is longer than %d characters, the most a deployment with spec.roles may have: it names the StatefulSets <name>-prefill-<group> and <name>-decode-<group>, whose pods' labels are bounded; choose a shorter name", n, MaxRolesNameLength)}
+	}
 	out := &Roles{DecodeL3: cache.DecodeL3(roles.Decode.L3), Transfer: roles.Transfer}
 	if out.DecodeL3 == "" {
 		out.DecodeL3 = cache.DecodeL3None

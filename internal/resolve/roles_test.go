@@ -181,10 +181,12 @@ func TestRolesRefuseWithTheFieldToChange(t *testing.T) {
 	}
 }
 
-func TestResolveRefusesRolesUntilTheyAreServed(t *testing.T) {
+// Resolve decides one kind of serving group: a deployment with roles has two, which RolesOf
+// decides.
+func TestResolveLeavesRolesToRolesOf(t *testing.T) {
 	_, err := resolve.Resolve(dsv4PD())
-	if !errors.Is(err, resolve.ErrRolesNotServed) || !strings.Contains(err.Error(), "spec.roles") {
-		t.Fatalf("Resolve of a deployment with roles: %v, want ErrRolesNotServed naming spec.roles", err)
+	if !errors.Is(err, resolve.ErrHasRoles) || !strings.Contains(err.Error(), "spec.roles") {
+		t.Fatalf("Resolve of a deployment with roles: %v, want ErrHasRoles naming spec.roles", err)
 	}
 }
 
@@ -209,5 +211,22 @@ func TestRoleSpecMergesTheRoleOverrides(t *testing.T) {
 	}
 	if hcd.Spec.Template.Labels["tier"] != "" || hcd.Spec.Template.Env[0].Value != "1" {
 		t.Errorf("RoleSpec changed the deployment: labels %v, env %v", hcd.Spec.Template.Labels, hcd.Spec.Template.Env)
+	}
+}
+
+// A deployment with roles names longer StatefulSets ("<name>-prefill-<g>"): its name is bounded
+// so that its pods' controller-revision-hash label stays a valid label value.
+func TestRolesNameLength(t *testing.T) {
+	long := strings.Repeat("a", resolve.MaxRolesNameLength+1)
+	if _, err := resolve.RolesOf(makeHCD(long).Profile("DeepSeekV4").TP(8).Roles(8, 1, 8, 1).Obj()); err == nil || !strings.Contains(err.Error(), "metadata.name") {
+		t.Fatalf("RolesOf of a %d-character name: %v, want a refusal naming metadata.name", len(long), err)
+	}
+	name := long[:resolve.MaxRolesNameLength]
+	if _, err := resolve.RolesOf(makeHCD(name).Profile("DeepSeekV4").TP(8).Roles(8, 1, 8, 1).Obj()); err != nil {
+		t.Fatalf("RolesOf of a %d-character name: %v", len(name), err)
+	}
+	// The longest group name, its pods' controller-revision-hash (name-<10 characters>).
+	if sts := name + "-prefill-1023"; len(sts)+11 > 63 {
+		t.Errorf("StatefulSet %s makes a controller-revision-hash of %d characters", sts, len(sts)+11)
 	}
 }
