@@ -341,6 +341,9 @@ func (r *HiCacheDeploymentReconciler) executeGroupPlan(ctx context.Context, hcd 
 		}
 		switch act.kind {
 		case actHold:
+			if act.why == whyInStep {
+				obs.inStep = append(obs.inStep, g)
+			}
 			continue
 		case actCreate, actRoll:
 			if _, err := a.apply(ctx, desired[g], nil); err != nil {

@@ -255,7 +255,7 @@ func TestCountGroupsOfRoles(t *testing.T) {
 	}
 	obs := observation(t, h, "h", prefill(0), prefill(1), decode(0), inRole(hicachev1alpha1.RoleDecode, readyGroup(1, 2, "h", d)))
 	var st hicachev1alpha1.HiCacheDeploymentStatus
-	countGroups(&st, obs, 3)
+	countGroups(h, &st, obs, 3)
 	if got := [3]int32{st.Replicas, st.ReadyReplicas, st.UpdatedReplicas}; got != [3]int32{3, 3, 3} || st.Ready != "3/3" {
 		t.Errorf("existing, ready, updated = %v (%s), want 3 of 3: decode group 1 is beyond the decode role's replicas", got, st.Ready)
 	}
@@ -406,5 +406,78 @@ func TestRouterSelectsTheRenderedLeaders(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("%s %s selects %q of the rendered pods, want %q", flag, sel, got, want)
 		}
+	}
+}
+
+// Status counts each role's groups and names the role that is not ready, and the groups held
+// for the other role.
+func TestComputeStatusOfRoles(t *testing.T) {
+	h := loadSample(t, pdSample)
+	served := mustServe(t, h)
+	p, d := served[0].res, served[1].res
+	prefill := func(g int, hash string) *group {
+		return inRole(hicachev1alpha1.RolePrefill, readyGroup(g, p.Nodes, hash, p))
+	}
+	decode := func(g int, hash string) *group {
+		return inRole(hicachev1alpha1.RoleDecode, readyGroup(g, d.Nodes, hash, d))
+	}
+	type counts struct{ prefill, decode string }
+	cases := map[string]struct {
+		groups   []*group
+		inStep   []groupKey
+		ready    metav1.ConditionStatus
+		progress metav1.ConditionStatus
+		want     counts
+		messages map[string][]string
+	}{
+		"both roles ready": {
+			groups: []*group{prefill(0, "h"), prefill(1, "h"), decode(0, "h")},
+			ready:  metav1.ConditionTrue, progress: metav1.ConditionFalse, want: counts{"2/2", "1/1"},
+			messages: map[string][]string{"Ready": {"All 3 serving groups are ready"}},
+		},
+		"the decode group is missing": {
+			groups: []*group{prefill(0, "h"), prefill(1, "h")},
+			ready:  metav1.ConditionFalse, progress: metav1.ConditionTrue, want: counts{"2/2", "0/1"},
+			messages: map[string][]string{"Ready": {"2 of 3 serving groups are ready", "the decode role has 0 of 1 groups ready"}},
+		},
+		"rolling in step": {
+			groups: []*group{prefill(0, "h"), prefill(1, "old"), decode(0, "old")},
+			inStep: []groupKey{{role: hicachev1alpha1.RolePrefill, index: 1}},
+			ready:  metav1.ConditionTrue, progress: metav1.ConditionTrue, want: counts{"2/2", "1/1"},
+			messages: map[string][]string{"Progressing": {"1 of 3 serving groups run the current spec", "(prefill 1 of 2, decode 0 of 1)",
+				"prefill group 1 waits for the decode role: the roles roll in step"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			obs := observation(t, h, "h", tc.groups...)
+			obs.inStep = tc.inStep
+			st := computeStatus(h, obs)
+			if st.Roles == nil {
+				t.Fatal("no status.roles")
+			}
+			if got := (counts{st.Roles.Prefill.Ready, st.Roles.Decode.Ready}); got != tc.want {
+				t.Errorf("roles ready %+v, want %+v", got, tc.want)
+			}
+			c := condsOf(st)
+			if c[hicachev1alpha1.ConditionReady].Status != tc.ready || c[hicachev1alpha1.ConditionProgressing].Status != tc.progress {
+				t.Errorf("Ready %s, Progressing %s; want %s, %s (%v)", c[hicachev1alpha1.ConditionReady].Status, c[hicachev1alpha1.ConditionProgressing].Status, tc.ready, tc.progress, st.Conditions)
+			}
+			for typ, phrases := range tc.messages {
+				for _, ph := range phrases {
+					if m := message(st, typ); !strings.Contains(m, ph) {
+						t.Errorf("%s says %q, want %q in it", typ, m, ph)
+					}
+				}
+			}
+			if c[hicachev1alpha1.ConditionCacheLayoutCurrent].Status == metav1.ConditionFalse && !strings.Contains(name, "rolling") {
+				t.Errorf("CacheLayoutCurrent %v: %s", c[hicachev1alpha1.ConditionCacheLayoutCurrent], message(st, hicachev1alpha1.ConditionCacheLayoutCurrent))
+			}
+		})
+	}
+	// Without roles there is no status.roles.
+	q := loadSample(t, "hicachedeployment_qwen3.yaml")
+	if st := computeStatus(q, observation(t, q, "h")); st.Roles != nil {
+		t.Errorf("status.roles %+v of a deployment without roles", st.Roles)
 	}
 }

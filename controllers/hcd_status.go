@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -35,7 +36,7 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 		msg := obs.resolveErr.Error() + "; nothing is created until the spec is fixed"
 		set(hicachev1alpha1.ConditionReady, false, reason, msg)
 		set(hicachev1alpha1.ConditionProgressing, false, reason, msg)
-		countGroups(st, obs, desiredGroups)
+		countGroups(hcd, st, obs, desiredGroups)
 		return st
 	}
 	res := obs.resolved
@@ -49,7 +50,7 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 	}
 	st.Cache = obs.cache
 
-	countGroups(st, obs, desiredGroups)
+	countGroups(hcd, st, obs, desiredGroups)
 
 	// BackendReady mirrors the CacheBackend.
 	switch {
@@ -70,7 +71,7 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 		set(hicachev1alpha1.ConditionProgressing, false, obs.backendErr.reason, "Waiting for the cache backend before creating serving groups")
 	case obs.backendErr != nil:
 		// Running groups keep serving; nothing is changed until the backend is back.
-		setReady(set, st, desiredGroups, rankPodProblem(obs.groups))
+		setReady(set, st, desiredGroups, groupsProblem(st, obs))
 		set(hicachev1alpha1.ConditionProgressing, false, obs.backendErr.reason,
 			"The cache backend is not ready: running serving groups keep serving, and changes wait until it is")
 	case obs.failed != nil:
@@ -84,19 +85,19 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 		if ce != nil && len(obs.groups) == 0 {
 			set(hicachev1alpha1.ConditionReady, false, reason, msg)
 		} else {
-			setReady(set, st, desiredGroups, rankPodProblem(obs.groups))
+			setReady(set, st, desiredGroups, groupsProblem(st, obs))
 		}
 	case desiredGroups == 0:
 		set(hicachev1alpha1.ConditionReady, true, hicachev1alpha1.ReasonScaledToZero, "Scaled to zero serving groups")
 		set(hicachev1alpha1.ConditionProgressing, false, hicachev1alpha1.ReasonUpToDate, "No serving groups")
 	default:
-		setReady(set, st, desiredGroups, rankPodProblem(obs.groups))
+		setReady(set, st, desiredGroups, groupsProblem(st, obs))
 		if st.UpdatedReplicas == desiredGroups && st.ReadyReplicas == desiredGroups && st.Replicas == desiredGroups {
 			set(hicachev1alpha1.ConditionProgressing, false, hicachev1alpha1.ReasonUpToDate,
 				fmt.Sprintf("All %d serving groups run the current spec", desiredGroups))
 		} else {
-			set(hicachev1alpha1.ConditionProgressing, true, hicachev1alpha1.ReasonRollingOut,
-				fmt.Sprintf("%d of %d serving groups run the current spec, %d ready", st.UpdatedReplicas, desiredGroups, st.ReadyReplicas))
+			set(hicachev1alpha1.ConditionProgressing, true, hicachev1alpha1.ReasonRollingOut, truncate(
+				fmt.Sprintf("%d of %d serving groups run the current spec, %d ready", st.UpdatedReplicas, desiredGroups, st.ReadyReplicas)+rolesProgress(st.Roles, obs.inStep), 1024))
 		}
 	}
 
@@ -221,8 +222,19 @@ func setReady(set func(string, bool, string, string), st *hicachev1alpha1.HiCach
 
 // countGroups fills the group counters from the observed groups: those below their role's
 // replicas count.
-func countGroups(st *hicachev1alpha1.HiCacheDeploymentStatus, obs *observed, desired int32) {
+func countGroups(hcd *hicachev1alpha1.HiCacheDeployment, st *hicachev1alpha1.HiCacheDeploymentStatus, obs *observed, desired int32) {
 	var existing, ready, updated int32
+	var perRole map[hicachev1alpha1.Role]hicachev1alpha1.RoleStatus
+	if hcd.Spec.Roles != nil {
+		perRole = map[hicachev1alpha1.Role]hicachev1alpha1.RoleStatus{}
+	}
+	count := func(r hicachev1alpha1.Role, f func(*hicachev1alpha1.RoleStatus)) {
+		if perRole != nil {
+			rs := perRole[r]
+			f(&rs)
+			perRole[r] = rs
+		}
+	}
 	replicas := map[hicachev1alpha1.Role]int{}
 	nodes := map[hicachev1alpha1.Role]int{}
 	if obs.served != nil {
@@ -237,18 +249,79 @@ func countGroups(st *hicachev1alpha1.HiCacheDeploymentStatus, obs *observed, des
 			continue
 		}
 		existing++
+		count(k.role, func(rs *hicachev1alpha1.RoleStatus) { rs.Replicas++ })
 		if slices.Contains(obs.rolling, k) || slices.Contains(obs.recreated, k) {
 			continue
 		}
 		if groupReady(grp, grp.size()) {
 			ready++
+			count(k.role, func(rs *hicachev1alpha1.RoleStatus) { rs.ReadyReplicas++ })
 		}
 		if hash, ok := obs.desired[k]; ok && groupCurrent(grp, hash) && len(grp.pods) == nodes[k.role] {
 			updated++
+			count(k.role, func(rs *hicachev1alpha1.RoleStatus) { rs.UpdatedReplicas++ })
 		}
 	}
 	st.Replicas, st.ReadyReplicas, st.UpdatedReplicas = existing, ready, updated
 	st.Ready = fmt.Sprintf("%d/%d", ready, desired)
+	st.Roles = nil
+	if len(perRole) > 0 {
+		want := specReplicas(hcd)
+		of := func(r hicachev1alpha1.Role) hicachev1alpha1.RoleStatus {
+			rs := perRole[r]
+			rs.DesiredReplicas = want[r]
+			rs.Ready = fmt.Sprintf("%d/%d", rs.ReadyReplicas, rs.DesiredReplicas)
+			return rs
+		}
+		st.Roles = &hicachev1alpha1.RolesStatus{Prefill: of(hicachev1alpha1.RolePrefill), Decode: of(hicachev1alpha1.RoleDecode)}
+	}
+}
+
+// groupsProblem says why serving groups are not ready: the roles that are not, then the first
+// rank pod that is stuck.
+func groupsProblem(st *hicachev1alpha1.HiCacheDeploymentStatus, obs *observed) string {
+	var parts []string
+	if rs := st.Roles; rs != nil {
+		for _, r := range []struct {
+			name string
+			s    hicachev1alpha1.RoleStatus
+		}{{"prefill", rs.Prefill}, {"decode", rs.Decode}} {
+			if r.s.ReadyReplicas < r.s.DesiredReplicas {
+				parts = append(parts, fmt.Sprintf("the %s role has %d of %d groups ready", r.name, r.s.ReadyReplicas, r.s.DesiredReplicas))
+			}
+		}
+	}
+	if p := rankPodProblem(obs.groups); p != "" {
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// rolesProgress is, for a deployment with roles, how far each role's rollout is, and which
+// groups wait for the other role (inStep).
+func rolesProgress(rs *hicachev1alpha1.RolesStatus, inStep []groupKey) string {
+	if rs == nil {
+		return ""
+	}
+	msg := fmt.Sprintf(" (prefill %d of %d, decode %d of %d)", rs.Prefill.UpdatedReplicas, rs.Prefill.DesiredReplicas, rs.Decode.UpdatedReplicas, rs.Decode.DesiredReplicas)
+	byRole := map[hicachev1alpha1.Role][]string{}
+	for _, k := range inStep {
+		byRole[k.role] = append(byRole[k.role], strconv.Itoa(k.index))
+	}
+	for _, r := range []hicachev1alpha1.Role{hicachev1alpha1.RolePrefill, hicachev1alpha1.RoleDecode} {
+		other := hicachev1alpha1.RoleDecode
+		if r == hicachev1alpha1.RoleDecode {
+			other = hicachev1alpha1.RolePrefill
+		}
+		switch g := byRole[r]; len(g) {
+		case 0:
+		case 1:
+			msg += fmt.Sprintf("; %s group %s waits for the %s role: the roles roll in step", r, g[0], other)
+		default:
+			msg += fmt.Sprintf("; %s groups %s wait for the %s role: the roles roll in step", r, strings.Join(g, ", "), other)
+		}
+	}
+	return msg
 }
 
 // groupsOffLayout lists the groups whose pods write under another namespace or layout; a group

@@ -360,7 +360,7 @@ func TestCountGroups(t *testing.T) {
 			obs := observation(t, h, "h", tc.groups...)
 			obs.rolling, obs.recreated = tc.rolling, tc.recreated
 			var st hicachev1alpha1.HiCacheDeploymentStatus
-			countGroups(&st, obs, 3)
+			countGroups(h, &st, obs, 3)
 			if got := [3]int32{st.Replicas, st.ReadyReplicas, st.UpdatedReplicas}; got != tc.want {
 				t.Errorf("existing, ready, updated = %v, want %v", got, tc.want)
 			}

@@ -80,6 +80,7 @@ type observed struct {
 	desired    map[groupKey]string // group → desired template hash
 	rolling    []groupKey          // groups whose pods were replaced this reconcile
 	recreated  []groupKey
+	inStep     []groupKey // outdated groups held for the other role to roll in step
 	// failed is the error a phase stopped on, reported in Progressing.
 	failed error
 	now    metav1.Time

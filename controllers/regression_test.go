@@ -163,7 +163,7 @@ func TestGroupsOfTheOldShapeStillCountAsReady(t *testing.T) {
 	h := makeHCD("d").Profile("DeepSeekV4").TP(16).Replicas(3).Obj() // now 2 nodes per group
 	obs := observation(t, h, "new", readyGroup(0, 1, "old", old), readyGroup(1, 1, "old", old), readyGroup(2, 1, "old", old))
 	var st hicachev1alpha1.HiCacheDeploymentStatus
-	countGroups(&st, obs, 3)
+	countGroups(h, &st, obs, 3)
 	if st.ReadyReplicas != 3 {
 		t.Errorf("ready groups = %d while 3 one-node groups of the old spec serve", st.ReadyReplicas)
 	}

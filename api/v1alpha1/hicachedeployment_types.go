@@ -628,7 +628,10 @@ type PodOverrides struct {
 
 // RolloutSpec is how spec changes reach the serving groups.
 type RolloutSpec struct {
-	// maxUnavailable is how many serving groups may be down at once during a rollout.
+	// maxUnavailable is how many serving groups may be down at once during a rollout; with
+	// spec.roles, how many of each role's, and also the skew bound of a change that rolls both
+	// roles: the count of one role's groups on the new template leads the other's by at most
+	// this many while both still have groups to roll.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1024
@@ -750,9 +753,49 @@ type HiCacheDeploymentStatus struct {
 	// +optional
 	Cache *CacheStatus `json:"cache,omitempty"`
 
-	// plan summarises the per-rank L3 backup duties.
+	// plan summarises the per-rank L3 backup duties (with spec.roles, the prefill role's).
 	// +optional
 	Plan *PlanStatus `json:"plan,omitempty"`
+
+	// roles counts the serving groups of each role of a deployment with spec.roles; replicas,
+	// readyReplicas and updatedReplicas are then the sums over both roles.
+	// +optional
+	Roles *RolesStatus `json:"roles,omitempty"`
+}
+
+// RolesStatus counts the serving groups of each role.
+type RolesStatus struct {
+	// prefill counts the prefill role's groups.
+	// +optional
+	Prefill RoleStatus `json:"prefill,omitempty"`
+
+	// decode counts the decode role's groups.
+	// +optional
+	Decode RoleStatus `json:"decode,omitempty"`
+}
+
+// RoleStatus counts the serving groups of one role.
+type RoleStatus struct {
+	// replicas is the number of the role's groups that exist.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// readyReplicas is the number of the role's groups whose every rank is ready.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// updatedReplicas is the number of the role's groups running the current spec.
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+
+	// desiredReplicas is the number of groups the role asks for (spec.roles.<role>.replicas).
+	// +optional
+	DesiredReplicas int32 `json:"desiredReplicas,omitempty"`
+
+	// ready is readyReplicas/desiredReplicas, for display.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Ready string `json:"ready,omitempty"`
 }
 
 // CacheStatus is the L3 layout of a deployment.
@@ -963,6 +1006,8 @@ type PlanStatus struct {
 // +kubebuilder:printcolumn:name="Backend",type=string,JSONPath=`.spec.storage.backendRef.name`
 // +kubebuilder:printcolumn:name="Layout",type=string,JSONPath=`.status.cache.shortHash`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
+// +kubebuilder:printcolumn:name="Prefill",type=string,JSONPath=`.status.roles.prefill.ready`
+// +kubebuilder:printcolumn:name="Decode",type=string,JSONPath=`.status.roles.decode.ready`
 // +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.status.cache.namespace`,priority=1
 // +kubebuilder:printcolumn:name="Plan",type=string,JSONPath=`.status.plan.summary`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

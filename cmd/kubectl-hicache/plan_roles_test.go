@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/controllers"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
 	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
 )
@@ -75,5 +77,56 @@ func TestPlanRefusesRolesSGLangRefuses(t *testing.T) {
 	res := runPlugin(t, doc, "plan", "-f", "-")
 	if res.code == 0 || !strings.Contains(res.stderr, "spec.roles.decode.l3: Offload is refused by SGLang for DSV4 models") {
 		t.Fatalf("exit %d, stderr %q; want a refusal naming spec.roles.decode.l3", res.code, res.stderr)
+	}
+}
+
+// TestPlanAgreesWithTheController: the command line plan shows for each role is the one the
+// operator renders into every group of that role (the leader's rendezvous address, which only
+// the cluster knows, aside), so the plugin cannot drift from what runs.
+func TestPlanAgreesWithTheController(t *testing.T) {
+	for _, file := range []string{pdSample, sample("deepseek_v4"), sample("qwen3")} {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			items, err := loadDeployments(source{name: file})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := items[0].hcd
+			h.Namespace = defaultNamespace
+			rep, err := planOne(items[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string][]string{"": rep.Command}
+			for _, r := range rep.Roles {
+				want[r.Role] = r.Command
+			}
+			if h.Spec.Roles != nil {
+				delete(want, "")
+			}
+			sets, err := controllers.RenderServingGroups(h, planBackend(), "sglang:test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]int{}
+			for _, sts := range sets {
+				role := sts.Labels[hicachev1alpha1.LabelRole]
+				c := sts.Spec.Template.Spec.Containers[0]
+				got := append(slices.Clone(c.Command), c.Args...)
+				for i := range got {
+					if i > 0 && got[i-1] == "--dist-init-addr" {
+						got[i] = placeholderLeader
+					}
+				}
+				if !slices.Equal(got, want[role]) {
+					t.Errorf("StatefulSet %s runs\n  %q\nplan shows\n  %q", sts.Name, got, want[role])
+				}
+				seen[role]++
+			}
+			for role := range want {
+				if seen[role] == 0 {
+					t.Errorf("no StatefulSet of role %q", role)
+				}
+			}
+		})
 	}
 }

@@ -169,16 +169,22 @@ type statusReport struct {
 	Conditions    []metav1.Condition            `json:"conditions"`
 	Groups        []groupReport                 `json:"groups"`
 	// Plan is the summary of the rank plan from the status; Duties the full per-rank table.
-	Plan    *hicachev1alpha1.PlanStatus  `json:"plan,omitempty"`
-	Duties  dutiesReport                 `json:"duties"`
-	Storage *storageInfo                 `json:"storage,omitempty"`
-	Cache   *hicachev1alpha1.CacheStatus `json:"cache,omitempty"`
-	Backend *backendReport               `json:"backend,omitempty"`
+	Plan   *hicachev1alpha1.PlanStatus `json:"plan,omitempty"`
+	Duties dutiesReport                `json:"duties"`
+	// Roles are the duties of each role of a deployment with spec.roles (Duties is then the
+	// prefill's), and its groups per role as the status counts them.
+	Roles       []roleDutiesReport           `json:"roles,omitempty"`
+	RolesStatus *hicachev1alpha1.RolesStatus `json:"rolesStatus,omitempty"`
+	Storage     *storageInfo                 `json:"storage,omitempty"`
+	Cache       *hicachev1alpha1.CacheStatus `json:"cache,omitempty"`
+	Backend     *backendReport               `json:"backend,omitempty"`
 }
 
 // groupReport is one serving group and its pods.
 type groupReport struct {
-	Index int `json:"index"`
+	// Role is prefill or decode for a deployment with spec.roles.
+	Role  string `json:"role,omitempty"`
+	Index int    `json:"index"`
 	// Desired is false for a group above spec.replicas, on its way out.
 	Desired bool `json:"desired"`
 	Ready   bool `json:"ready"`
@@ -201,6 +207,12 @@ type podReport struct {
 	FirstRank int `json:"firstRank"`
 	LastRank  int `json:"lastRank"`
 	Writers   int `json:"writers"`
+}
+
+// roleDutiesReport is the per-rank plan of one role's groups.
+type roleDutiesReport struct {
+	Role   string       `json:"role"`
+	Duties dutiesReport `json:"duties"`
 }
 
 // dutiesReport is the per-rank plan and where it comes from.
@@ -239,6 +251,10 @@ func newStatusReport(obs *observation) statusReport {
 	if rep.Conditions == nil {
 		rep.Conditions = []metav1.Condition{}
 	}
+	if h.Spec.Roles != nil {
+		rolesReport(obs, &rep)
+		return rep
+	}
 	if s := h.Spec.Storage; s != nil {
 		var res *resolve.Resolved
 		if r, err := resolve.Resolve(h); err == nil {
@@ -247,7 +263,7 @@ func newStatusReport(obs *observation) statusReport {
 		rep.Storage = newStorageInfo(s, res)
 		rep.Backend = newBackendReport(s.BackendRef.Name, obs.backend)
 	}
-	rep.Duties = duties(h, obs.configMap)
+	rep.Duties = duties(h, obs.configMap, "plan.json", func() (*resolve.Resolved, error) { return resolve.Resolve(h) })
 	nodes := 0
 	switch {
 	case st.Plan != nil && st.Plan.Nodes > 0:
@@ -257,54 +273,121 @@ func newStatusReport(obs *observation) statusReport {
 			nodes = r.Nodes
 		}
 	}
-	rep.Groups = groups(obs, rep.DesiredGroups, nodes, rep.Duties.Plan)
+	rep.Groups = groups(obs, "", rep.DesiredGroups, nodes, rep.Duties.Plan)
+	countReady(&rep)
+	return rep
+}
+
+// countReady counts the report's ready desired groups.
+func countReady(rep *statusReport) {
 	for _, g := range rep.Groups {
 		if g.Desired && g.Ready {
 			rep.ReadyGroups++
 		}
 	}
 	rep.Ready = fmt.Sprintf("%d/%d", rep.ReadyGroups, rep.DesiredGroups)
-	return rep
+}
+
+// rolesReport fills the report of a deployment with spec.roles: each role's groups and duties,
+// its plan from the ConfigMap (plan.json is the prefill's, decode-plan.json the decode's).
+func rolesReport(obs *observation, rep *statusReport) {
+	h := obs.hcd
+	rep.RolesStatus = h.Status.Roles
+	roles, rolesErr := resolve.RolesOf(h)
+	if s := h.Spec.Storage; s != nil {
+		var res *resolve.Resolved
+		if rolesErr == nil {
+			res = roles.Prefill.Resolved
+		}
+		rep.Storage = newStorageInfo(s, res)
+		rep.Backend = newBackendReport(s.BackendRef.Name, obs.backend)
+	}
+	rep.DesiredGroups = 0
+	for _, role := range []hicachev1alpha1.Role{hicachev1alpha1.RolePrefill, hicachev1alpha1.RoleDecode} {
+		key := "plan.json"
+		if role == hicachev1alpha1.RoleDecode {
+			key = string(role) + "-plan.json"
+		}
+		var rr *resolve.RoleResolved
+		if rolesErr == nil {
+			rr = roles.Prefill
+			if role == hicachev1alpha1.RoleDecode {
+				rr = roles.Decode
+			}
+		}
+		d := duties(h, obs.configMap, key, func() (*resolve.Resolved, error) {
+			if rolesErr != nil {
+				return nil, rolesErr
+			}
+			return rr.Resolved, nil
+		})
+		rep.Roles = append(rep.Roles, roleDutiesReport{Role: string(role), Duties: d})
+		if role == hicachev1alpha1.RolePrefill {
+			rep.Duties = d
+		}
+		desired := roleReplicas(h, role)
+		nodes := 0
+		if rr != nil {
+			nodes = rr.Nodes
+		}
+		rep.DesiredGroups += desired
+		rep.Groups = append(rep.Groups, groups(obs, role, desired, nodes, d.Plan)...)
+	}
+	countReady(rep)
+}
+
+// roleReplicas is the number of groups the spec asks of a role.
+func roleReplicas(h *hicachev1alpha1.HiCacheDeployment, role hicachev1alpha1.Role) int32 {
+	r := h.Spec.Roles.Prefill.Replicas
+	if role == hicachev1alpha1.RoleDecode {
+		r = h.Spec.Roles.Decode.Replicas
+	}
+	return ptr.Deref(r, hicachev1alpha1.DefaultReplicas)
 }
 
 // duties is the rank plan the operator stored in the ConfigMap, or the plan recomputed from the
 // spec when the ConfigMap holds none.
-func duties(h *hicachev1alpha1.HiCacheDeployment, cm *corev1.ConfigMap) dutiesReport {
+func duties(h *hicachev1alpha1.HiCacheDeployment, cm *corev1.ConfigMap, key string, resolved func() (*resolve.Resolved, error)) dutiesReport {
 	name := resolve.ConfigMapName(h.Name)
 	var note string
 	switch {
 	case cm == nil:
 		note = fmt.Sprintf("ConfigMap %s does not exist (yet)", name)
-	case cm.Data["plan.json"] == "":
-		note = fmt.Sprintf("ConfigMap %s holds no plan.json", name)
+	case cm.Data[key] == "":
+		note = fmt.Sprintf("ConfigMap %s holds no %s", name, key)
 	default:
 		var p cache.RankPlan
-		err := json.Unmarshal([]byte(cm.Data["plan.json"]), &p)
+		err := json.Unmarshal([]byte(cm.Data[key]), &p)
 		if err == nil {
 			return dutiesReport{Source: "ConfigMap " + name, Plan: &p}
 		}
-		note = fmt.Sprintf("plan.json of ConfigMap %s is not a rank plan: %v", name, err)
+		note = fmt.Sprintf("%s of ConfigMap %s is not a rank plan: %v", key, name, err)
 	}
-	r, err := resolve.Resolve(h)
+	r, err := resolved()
 	if err != nil {
 		return dutiesReport{Source: "none", Note: fmt.Sprintf("%s, and the spec does not resolve: %v", note, err)}
 	}
 	return dutiesReport{Source: "recomputed from the spec", Note: note, Plan: &r.Plan}
 }
 
-// groups lists the desired serving groups, and any others that still exist, with their pods.
-func groups(obs *observation, desired int32, nodes int, plan *cache.RankPlan) []groupReport {
+// groups lists the desired serving groups of one role ("" without roles), and any others of it
+// that still exist, with their pods.
+func groups(obs *observation, role hicachev1alpha1.Role, desired int32, nodes int, plan *cache.RankPlan) []groupReport {
 	byGroup := map[int]*groupReport{}
 	get := func(g int) *groupReport {
 		if byGroup[g] == nil {
-			byGroup[g] = &groupReport{Index: g, Desired: g < int(desired), Pods: nodes, Members: []podReport{}}
+			byGroup[g] = &groupReport{Role: string(role), Index: g, Desired: g < int(desired), Pods: nodes, Members: []podReport{}}
 		}
 		return byGroup[g]
 	}
 	for g := range int(desired) {
 		get(g)
 	}
+	ofRole := func(l map[string]string) bool { return l[hicachev1alpha1.LabelRole] == string(role) }
 	for i := range obs.sets {
+		if !ofRole(obs.sets[i].Labels) {
+			continue
+		}
 		if g, err := strconv.Atoi(obs.sets[i].Labels[hicachev1alpha1.LabelGroup]); err == nil {
 			get(g).StatefulSet = obs.sets[i].Name
 		}
@@ -316,7 +399,7 @@ func groups(obs *observation, desired int32, nodes int, plan *cache.RankPlan) []
 	for i := range obs.pods {
 		p := &obs.pods[i]
 		g, err := strconv.Atoi(p.Labels[hicachev1alpha1.LabelGroup])
-		if err != nil {
+		if err != nil || !ofRole(p.Labels) {
 			continue
 		}
 		rank, err := strconv.Atoi(p.Labels[appsv1.PodIndexLabel])
@@ -411,7 +494,9 @@ func writeStatus(w io.Writer, r *statusReport) error {
 
 func writeGroups(w io.Writer, r *statusReport) {
 	fmt.Fprintf(w, "\nServing groups: %s ready", r.Ready)
-	if r.Plan != nil {
+	if rs := r.RolesStatus; rs != nil {
+		fmt.Fprintf(w, " (prefill %s, decode %s)", rs.Prefill.Ready, rs.Decode.Ready)
+	} else if r.Plan != nil {
 		fmt.Fprintf(w, ", %s and %s each", plural(int(r.Plan.Nodes), "pod"), plural(int(r.Plan.Ranks), "rank"))
 	}
 	fmt.Fprintln(w)
@@ -422,9 +507,13 @@ func writeGroups(w io.Writer, r *statusReport) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  GROUP\tPOD\tNODE\tREADY\tNODE RANK\tRANKS\tWRITERS")
 	for _, g := range r.Groups {
-		label := fmt.Sprintf("%d (%d/%d ready)", g.Index, g.ReadyPods, g.Pods)
+		name := strconv.Itoa(g.Index)
+		if g.Role != "" {
+			name = g.Role + "-" + name
+		}
+		label := fmt.Sprintf("%s (%d/%d ready)", name, g.ReadyPods, g.Pods)
 		if !g.Desired {
-			label = fmt.Sprintf("%d (above spec.replicas, going away)", g.Index)
+			label = fmt.Sprintf("%s (above its replicas, going away)", name)
 		}
 		if len(g.Members) == 0 {
 			fmt.Fprintf(tw, "  %s\t<no pods>\t\t\t\t\t\n", label)
@@ -461,9 +550,20 @@ func writeGroups(w io.Writer, r *statusReport) {
 }
 
 func writeDuties(w io.Writer, r *statusReport) error {
-	d := r.Duties
+	if len(r.Roles) == 0 {
+		return writeDutiesOf(w, r, r.Duties, "one serving group")
+	}
+	for _, rd := range r.Roles {
+		if err := writeDutiesOf(w, r, rd.Duties, "one "+rd.Role+" group"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeDutiesOf(w io.Writer, r *statusReport, d dutiesReport, what string) error {
 	if d.Plan == nil {
-		fmt.Fprintf(w, "\nL3 duties: unknown: %s\n", d.Note)
+		fmt.Fprintf(w, "\nL3 duties of %s: unknown: %s\n", what, d.Note)
 		return nil
 	}
 	writers := 0
@@ -479,7 +579,7 @@ func writeDuties(w io.Writer, r *statusReport) error {
 	if d.Note != "" {
 		src += "; " + d.Note
 	}
-	fmt.Fprintf(w, "\nL3 duties of one serving group (writers: %d of %s; %s):\n", writers, plural(len(d.Plan.Ranks), "rank"), src)
+	fmt.Fprintf(w, "\nL3 duties of %s (writers: %d of %s; %s):\n", what, writers, plural(len(d.Plan.Ranks), "rank"), src)
 	if r.Storage == nil {
 		fmt.Fprintln(w, "no L3 store: no rank writes to L3; the table is what each rank would do with one")
 	} else {

@@ -18,6 +18,7 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/cache"
+	"github.com/hicache-io/hicache-operator/internal/resolve"
 )
 
 // observed is a fluent builder of what status reads from a cluster, for the pure report.
@@ -334,5 +335,92 @@ current-context: here
 				t.Errorf("exit code %d, stderr:\n%s\nwant code 1 and %q", r.code, r.stderr, tt.want)
 			}
 		})
+	}
+}
+
+// A deployment with roles: each role's groups, named by role, with the ranks and writers of its
+// own plan (plan.json is the prefill's, decode-plan.json the decode's, as the operator stores
+// them).
+func TestStatusReportRoles(t *testing.T) {
+	items, err := loadDeployments(source{name: pdSample})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := items[0].hcd
+	h.Namespace = "serving"
+	roles, err := resolve.RolesOf(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Status.Roles = &hicachev1alpha1.RolesStatus{
+		Prefill: hicachev1alpha1.RoleStatus{Replicas: 2, ReadyReplicas: 2, DesiredReplicas: 2, Ready: "2/2"},
+		Decode:  hicachev1alpha1.RoleStatus{Replicas: 1, ReadyReplicas: 0, DesiredReplicas: 1, Ready: "0/1"},
+	}
+	data := map[string]string{}
+	for key, plan := range map[string]cache.RankPlan{"plan.json": roles.Prefill.Plan, "decode-plan.json": roles.Decode.Plan} {
+		b, err := json.Marshal(plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[key] = string(b)
+	}
+	obs := &observation{hcd: h, configMap: &corev1.ConfigMap{Data: data}}
+	add := func(role string, g, i int, ready bool) {
+		l := map[string]string{hicachev1alpha1.LabelDeployment: h.Name, hicachev1alpha1.LabelRole: role, hicachev1alpha1.LabelGroup: itoa(g)}
+		if i == 0 {
+			obs.sets = append(obs.sets, appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: h.Name + "-" + role + "-" + itoa(g), Labels: l}})
+		}
+		pl := map[string]string{appsv1.PodIndexLabel: itoa(i)}
+		for k, v := range l {
+			pl[k] = v
+		}
+		status := corev1.ConditionFalse
+		if ready {
+			status = corev1.ConditionTrue
+		}
+		obs.pods = append(obs.pods, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: h.Name + "-" + role + "-" + itoa(g) + "-" + itoa(i), Labels: pl},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}}})
+	}
+	add("prefill", 0, 0, true)
+	add("prefill", 1, 0, true)
+	add("decode", 0, 0, true)
+	add("decode", 0, 1, false)
+	rep := newStatusReport(obs)
+	if rep.Ready != "2/3" || rep.DesiredGroups != 3 {
+		t.Errorf("ready %s of %d groups, want 2/3", rep.Ready, rep.DesiredGroups)
+	}
+	type grp struct {
+		name             string
+		ready            bool
+		pods, writers    int
+		lastRankOfLeader int
+	}
+	var got []grp
+	for _, g := range rep.Groups {
+		gg := grp{name: g.Role + "-" + itoa(g.Index), ready: g.Ready, pods: g.Pods}
+		for _, p := range g.Members {
+			gg.writers += p.Writers
+			if p.NodeRank == 0 {
+				gg.lastRankOfLeader = p.LastRank
+			}
+		}
+		got = append(got, gg)
+	}
+	want := []grp{{"prefill-0", true, 1, 1, 7}, {"prefill-1", true, 1, 1, 7}, {"decode-0", false, 2, 0, 7}}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(grp{})); diff != "" {
+		t.Errorf("groups (-want +got):\n%s", diff)
+	}
+	if len(rep.Roles) != 2 || rep.Roles[1].Duties.Source != "ConfigMap "+resolve.ConfigMapName(h.Name) || len(rep.Roles[1].Duties.Plan.Ranks) != 16 {
+		t.Errorf("role duties %+v, want the decode's 16 ranks from the ConfigMap", rep.Roles)
+	}
+	var out bytes.Buffer
+	if err := writeStatus(&out, &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"Serving groups: 2/3 ready (prefill 2/2, decode 0/1)", "prefill-1 (1/1 ready)", "decode-0 (1/2 ready)",
+		"L3 duties of one prefill group", "L3 duties of one decode group"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("status output lacks %q:\n%s", s, out.String())
+		}
 	}
 }

@@ -1,0 +1,342 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/cache"
+	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
+	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
+)
+
+// dsv4PD is the issue's deployment: DeepSeek-V4 served by two prefill groups of TP 8 (one node
+// each) and one decode group of TP 16 (two nodes), the decode servers without L3.
+const dsv4PD = `
+metadata: {name: dsv4-pd}
+spec:
+  model: {path: deepseek-ai/DeepSeek-V4, servedName: deepseek-v4}
+  profile: DeepSeekV4
+  topology: {gpusPerNode: 8}
+  hicache: {ratio: "2", pageSize: 64}
+  storage: {backendRef: {name: mooncake}, globalSegmentSize: 4Gi}
+  roles:
+    prefill: {topology: {tensorParallel: 8}, replicas: 2}
+    decode: {topology: {tensorParallel: 16}, replicas: 1, l3: None}
+    transfer: {backend: mooncake, bootstrapPort: 8998}
+`
+
+// waitRolesReady waits until both roles of a deployment have every group ready and current.
+func waitRolesReady(t *testing.T, ns, name string, prefill, decode int32) *hicachev1alpha1.HiCacheDeployment {
+	t.Helper()
+	var h *hicachev1alpha1.HiCacheDeployment
+	eventually(t, 90*time.Second, fmt.Sprintf("%s has %d prefill and %d decode groups ready and current", name, prefill, decode), func() (bool, string) {
+		h = getHCD(t, ns, name)
+		r := h.Status.Roles
+		if r == nil {
+			return false, "no status.roles"
+		}
+		ok := h.Status.ObservedGeneration == h.Generation && h.Status.Ready == fmt.Sprintf("%d/%d", prefill+decode, prefill+decode) &&
+			r.Prefill.ReadyReplicas == prefill && r.Prefill.UpdatedReplicas == prefill && r.Prefill.Replicas == prefill &&
+			r.Decode.ReadyReplicas == decode && r.Decode.UpdatedReplicas == decode && r.Decode.Replicas == decode
+		return ok, fmt.Sprintf("observed %d of %d, ready %s, roles %+v", h.Status.ObservedGeneration, h.Generation, h.Status.Ready, *r)
+	})
+	return h
+}
+
+// prefillPageKeys are the keys the prefill role's plan writes for n pages.
+func prefillPageKeys(t *testing.T, h *hicachev1alpha1.HiCacheDeployment, n int) []string {
+	t.Helper()
+	roles, err := resolve.RolesOf(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := cache.NamespacePrefix(h.Status.Cache.Namespace, resolve.ServedModelName(&h.Spec))
+	var keys []string
+	for i := range n {
+		sum := sha256.Sum256([]byte(fmt.Sprintf("%s/page/%d", h.Name, i)))
+		keys = append(keys, cache.KeysForPage(roles.Prefill.Plan, prefix, hex.EncodeToString(sum[:]))...)
+	}
+	return keys
+}
+
+// hashWatch follows the template hashes of a deployment's StatefulSets through a watch, from
+// before a change until it is stopped, and checks the in-step bound after every event: while
+// both roles still have groups on the template they had at the start, the count of one role's
+// groups on a new template leads the other's by at most bound.
+type hashWatch struct {
+	mu         sync.Mutex
+	start      map[string]string // StatefulSet → template hash at the start
+	current    map[string]string
+	role       map[string]hicachev1alpha1.Role
+	events     int
+	maxLead    int
+	violations []string
+	stop       func()
+	done       chan struct{}
+}
+
+func watchHashes(t *testing.T, ns, name string, bound int) *hashWatch {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cluster.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &hashWatch{start: map[string]string{}, current: map[string]string{}, role: map[string]hicachev1alpha1.Role{}, stop: cancel, done: make(chan struct{})}
+	sel := hicachev1alpha1.LabelDeployment + "=" + name
+	list, err := cs.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list.Items {
+		h := s.Annotations[hicachev1alpha1.AnnotationTemplateHash]
+		w.start[s.Name], w.current[s.Name] = h, h
+		w.role[s.Name] = hicachev1alpha1.Role(s.Labels[hicachev1alpha1.LabelRole])
+	}
+	wi, err := cs.AppsV1().StatefulSets(ns).Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(w.done)
+		for ev := range wi.ResultChan() {
+			s, ok := ev.Object.(*appsv1.StatefulSet)
+			if !ok {
+				continue
+			}
+			w.mu.Lock()
+			w.events++
+			if ev.Type == watch.Deleted {
+				delete(w.current, s.Name)
+			} else {
+				w.current[s.Name] = s.Annotations[hicachev1alpha1.AnnotationTemplateHash]
+				w.role[s.Name] = hicachev1alpha1.Role(s.Labels[hicachev1alpha1.LabelRole])
+			}
+			w.check(bound)
+			w.mu.Unlock()
+		}
+	}()
+	t.Cleanup(w.close)
+	return w
+}
+
+// rolled counts, per role, the groups on a new template, and tells whether a role still has a
+// group on its starting template.
+func (w *hashWatch) rolled() (map[hicachev1alpha1.Role]int, map[hicachev1alpha1.Role]bool) {
+	n, left := map[hicachev1alpha1.Role]int{}, map[hicachev1alpha1.Role]bool{}
+	for name, h := range w.current {
+		if h != w.start[name] {
+			n[w.role[name]]++
+		} else {
+			left[w.role[name]] = true
+		}
+	}
+	return n, left
+}
+
+func (w *hashWatch) check(bound int) {
+	n, left := w.rolled()
+	if !left[hicachev1alpha1.RolePrefill] || !left[hicachev1alpha1.RoleDecode] {
+		return
+	}
+	lead := n[hicachev1alpha1.RolePrefill] - n[hicachev1alpha1.RoleDecode]
+	if lead < 0 {
+		lead = -lead
+	}
+	w.maxLead = max(w.maxLead, lead)
+	if lead > bound {
+		w.violations = append(w.violations, fmt.Sprintf("event %d: %d prefill and %d decode groups rolled", w.events, n[hicachev1alpha1.RolePrefill], n[hicachev1alpha1.RoleDecode]))
+	}
+}
+
+func (w *hashWatch) close() {
+	w.stop()
+	<-w.done
+}
+
+// changed lists the StatefulSets whose template changed since the start.
+func (w *hashWatch) changed() map[hicachev1alpha1.Role][]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[hicachev1alpha1.Role][]string{}
+	for name, h := range w.current {
+		if h != w.start[name] {
+			out[w.role[name]] = append(out[w.role[name]], name)
+		}
+	}
+	return out
+}
+
+// The issue's PD deployment goes Ready with both roles' groups, each running its own command
+// line; a breaking change (no draft → MTP, one packed layer more in every object) rolls both
+// roles in step and flushes the old namespace, with pages written there by the real Mooncake
+// client, once neither role uses it; a decode-only change then rolls decode alone and flushes
+// nothing.
+func TestPDDeploymentRollsRolesInStep(t *testing.T) {
+	ns, m := namespaceWithBackend(t)
+	create(t, hcd(t, ns, dsv4PD))
+	h := waitRolesReady(t, ns, "dsv4-pd", 2, 1)
+
+	// The groups, their labels and their command lines.
+	spec, err := argspec.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsA := h.Status.Cache.Namespace
+	want := map[string]int{"dsv4-pd-prefill-0": 1, "dsv4-pd-prefill-1": 1, "dsv4-pd-decode-0": 2}
+	sets := groups(t, ns, "dsv4-pd")
+	if len(sets) != len(want) {
+		t.Fatalf("%d StatefulSets, want %v", len(sets), want)
+	}
+	for _, s := range sets {
+		if n, ok := want[s.Name]; !ok || int(*s.Spec.Replicas) != n {
+			t.Errorf("StatefulSet %s of %d pods; want %v", s.Name, *s.Spec.Replicas, want)
+		}
+	}
+	pods := rankPods(t, ns, "dsv4-pd")
+	if len(pods) != 4 {
+		t.Fatalf("%d rank pods, want 4", len(pods))
+	}
+	for _, p := range pods {
+		role := p.Labels[hicachev1alpha1.LabelRole]
+		c := p.Spec.Containers[0]
+		expanded := sglang.ExpandVarRefs(c.Args, map[string]string{"NODE_RANK": p.Labels["apps.kubernetes.io/pod-index"], "POD_IP": "10.0.0.1"})
+		if err := spec.Validate(expanded); err != nil {
+			t.Errorf("pod %s: the pinned SGLang release refuses its command line: %v", p.Name, err)
+		}
+		if got, _ := flagValue(c.Args, "--disaggregation-mode"); got != role || !strings.HasPrefix(p.Name, "dsv4-pd-"+role+"-") {
+			t.Errorf("pod %s (role %q) runs --disaggregation-mode %q", p.Name, role, got)
+		}
+		_, hicache := flagValue(c.Args, "--enable-hierarchical-cache")
+		writes := role == "prefill"
+		if hicache != writes || (p.Labels[hicachev1alpha1.LabelCacheNamespace] == nsA) != writes {
+			t.Errorf("pod %s: hierarchical cache %v, namespace label %q; want both only on prefill ranks (namespace %s)", p.Name, hicache, p.Labels[hicachev1alpha1.LabelCacheNamespace], nsA)
+		}
+		if writes && extraConfig(t, c.Args)["master_server_address"] != m.RPCAddr {
+			t.Errorf("pod %s does not write to the master %s", p.Name, m.RPCAddr)
+		}
+	}
+	if h.Status.Roles.Prefill.Ready != "2/2" || h.Status.Roles.Decode.Ready != "1/1" {
+		t.Errorf("status.roles %+v, want prefill 2/2 and decode 1/1", *h.Status.Roles)
+	}
+	// The ConfigMap holds each role's plan, as kubectl hicache status reads them.
+	var cm corev1.ConfigMap
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: resolve.ConfigMapName("dsv4-pd")}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	for key, ranks := range map[string]int{"plan.json": 8, "decode-plan.json": 16} {
+		var p cache.RankPlan
+		if err := json.Unmarshal([]byte(cm.Data[key]), &p); err != nil || len(p.Ranks) != ranks {
+			t.Errorf("ConfigMap %s: %s has %d ranks (%v), want %d", cm.Name, key, len(p.Ranks), err, ranks)
+		}
+	}
+
+	// Pages under the namespace both roles share, as the prefill's TP0 writes them.
+	keysA := prefillPageKeys(t, h, 8)
+	m.putKeys(t, keysA, 4096)
+	if got := countPrefix(t, m, nsA); got != int64(len(keysA)) {
+		t.Fatalf("%d keys under %s, want %d", got, nsA, len(keysA))
+	}
+
+	// A breaking change of both roles' templates rolls them in step.
+	bound := max(int(h.Spec.Rollout.MaxUnavailable), 1)
+	w := watchHashes(t, ns, "dsv4-pd", bound)
+	began := time.Now()
+	update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) {
+		h.Spec.Topology.Draft = &hicachev1alpha1.DraftSpec{Algorithm: "NEXTN"}
+	})
+	h = waitRolesReady(t, ns, "dsv4-pd", 2, 1)
+	rolledIn := time.Since(began)
+	nsB := h.Status.Cache.Namespace
+	if nsB == nsA {
+		t.Fatalf("adding an MTP draft kept namespace %s", nsA)
+	}
+	var flushName string
+	eventually(t, 90*time.Second, "the old namespace flushed once neither role uses it", func() (bool, string) {
+		h := getHCD(t, ns, "dsv4-pd")
+		if h.Status.Cache.LastFlush == nil || h.Status.Cache.LastFlush.Namespace != nsA {
+			return false, fmt.Sprintf("cache status %+v", h.Status.Cache)
+		}
+		flushName = h.Status.Cache.LastFlush.Name
+		return len(h.Status.Cache.StaleNamespaces) == 0, fmt.Sprintf("stale %+v", h.Status.Cache.StaleNamespaces)
+	})
+	cf := waitFlushComplete(t, ns, flushName)
+	if cf.Status.Removed != int64(len(keysA)) || countPrefix(t, m, nsA) != 0 {
+		t.Errorf("CacheFlush %s removed %d of %d keys, %d left under %s", cf.Name, cf.Status.Removed, len(keysA), countPrefix(t, m, nsA), nsA)
+	}
+	w.close()
+	w.mu.Lock()
+	if len(w.violations) > 0 {
+		t.Errorf("the roles did not roll in step (bound %d): %s", bound, strings.Join(w.violations, "; "))
+	}
+	rolled, _ := w.rolled()
+	events, maxLead := w.events, w.maxLead
+	w.mu.Unlock()
+	if rolled[hicachev1alpha1.RolePrefill] != 2 || rolled[hicachev1alpha1.RoleDecode] != 1 {
+		t.Errorf("rolled %v, want both prefill groups and the decode group", rolled)
+	}
+	t.Logf("breaking change: both roles rolled in %s, %d StatefulSet events, largest lead %d (bound %d)", rolledIn.Round(time.Millisecond), events, maxLead, bound)
+	for _, p := range rankPods(t, ns, "dsv4-pd") {
+		if got, _ := flagValue(p.Spec.Containers[0].Args, "--speculative-algorithm"); got != "NEXTN" {
+			t.Errorf("pod %s runs --speculative-algorithm %q after the change", p.Name, got)
+		}
+	}
+
+	// A change of the decode role alone rolls decode alone and flushes nothing.
+	flushes := len(flushesOf(t, ns))
+	prefillPods := map[string]string{}
+	for _, p := range rankPods(t, ns, "dsv4-pd") {
+		if p.Labels[hicachev1alpha1.LabelRole] == "prefill" {
+			prefillPods[p.Name] = string(p.UID)
+		}
+	}
+	w = watchHashes(t, ns, "dsv4-pd", bound)
+	update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) {
+		h.Spec.Roles.Decode.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("48"), corev1.ResourceMemory: resource.MustParse("256Gi")}}
+	})
+	eventually(t, 60*time.Second, "the decode group rolled", func() (bool, string) {
+		c := w.changed()
+		return len(c[hicachev1alpha1.RoleDecode]) == 1, fmt.Sprintf("changed %v", c)
+	})
+	h = waitRolesReady(t, ns, "dsv4-pd", 2, 1)
+	if c := w.changed(); len(c[hicachev1alpha1.RolePrefill]) != 0 {
+		t.Errorf("a decode-only change changed prefill groups %v", c[hicachev1alpha1.RolePrefill])
+	}
+	for _, p := range rankPods(t, ns, "dsv4-pd") {
+		switch p.Labels[hicachev1alpha1.LabelRole] {
+		case "prefill":
+			if prefillPods[p.Name] != string(p.UID) {
+				t.Errorf("prefill pod %s was replaced by a decode-only change", p.Name)
+			}
+		case "decode":
+			if cpu := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; cpu.String() != "48" {
+				t.Errorf("decode pod %s requests %s CPUs, want 48", p.Name, cpu.String())
+			}
+		}
+	}
+	if h.Status.Cache.Namespace != nsB || len(h.Status.Cache.StaleNamespaces) != 0 {
+		t.Errorf("a decode-only change moved the namespace %s → %s (stale %+v)", nsB, h.Status.Cache.Namespace, h.Status.Cache.StaleNamespaces)
+	}
+	time.Sleep(2 * time.Second) // a flush would be asked for by now
+	if n := len(flushesOf(t, ns)); n != flushes {
+		t.Errorf("%d CacheFlushes after a decode-only change, %d before", n, flushes)
+	}
+}
