@@ -50,3 +50,28 @@ func TestRenderChildren(t *testing.T) {
 		t.Error("RenderChildren of a deployment with storage and no backend succeeded")
 	}
 }
+
+// A deployment with roles renders the groups of both roles, prefill first, each with its own
+// headless Service and NetworkPolicy.
+func TestRenderChildrenOfRoles(t *testing.T) {
+	h := loadSample(t, pdSample)
+	cb := &hicachev1alpha1.CacheBackend{ObjectMeta: metav1.ObjectMeta{Name: h.Spec.Storage.BackendRef.Name, Namespace: "default"},
+		Spec: hicachev1alpha1.CacheBackendSpec{Type: hicachev1alpha1.BackendMooncake, Mooncake: &hicachev1alpha1.MooncakeSpec{
+			External: &hicachev1alpha1.ExternalMooncake{RPCAddress: "10.0.0.9:50051", AdminURL: "http://10.0.0.9:9003"}}}}
+	objs, err := RenderChildren(h, cb, Options{DefaultSGLangImage: "sglang:test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		got = append(got, fmt.Sprintf("%T %s", o, o.GetName()))
+	}
+	var want []string
+	want = append(want, "*v1.Secret "+h.Name+"-sglang-admin", "*v1.ConfigMap "+h.Name+"-hicache", "*v1.Service "+h.Name, "*v1.NetworkPolicy "+h.Name+"-sglang")
+	for _, g := range []string{"prefill-0", "prefill-1", "decode-0"} {
+		want = append(want, "*v1.Service "+h.Name+"-"+g, "*v1.NetworkPolicy "+h.Name+"-"+g, "*v1.StatefulSet "+h.Name+"-"+g)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("RenderChildren =\n%v\nwant\n%v", got, want)
+	}
+}
