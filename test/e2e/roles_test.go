@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +24,7 @@ import (
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/cache"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/router"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
 	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
 )
@@ -40,6 +43,7 @@ spec:
     prefill: {topology: {tensorParallel: 8}, replicas: 2}
     decode: {topology: {tensorParallel: 16}, replicas: 1, l3: None}
     transfer: {backend: mooncake, bootstrapPort: 8998}
+  router: {replicas: 1}
 `
 
 // waitRolesReady waits until both roles of a deployment have every group ready and current.
@@ -193,6 +197,7 @@ func TestPDDeploymentRollsRolesInStep(t *testing.T) {
 	ns, m := namespaceWithBackend(t)
 	create(t, hcd(t, ns, dsv4PD))
 	h := waitRolesReady(t, ns, "dsv4-pd", 2, 1)
+	checkPDRouter(t, ns, "dsv4-pd")
 
 	// The groups, their labels and their command lines.
 	spec, err := argspec.Default()
@@ -293,6 +298,7 @@ func TestPDDeploymentRollsRolesInStep(t *testing.T) {
 		t.Errorf("rolled %v, want both prefill groups and the decode group", rolled)
 	}
 	t.Logf("breaking change: both roles rolled in %s, %d StatefulSet events, largest lead %d (bound %d)", rolledIn.Round(time.Millisecond), events, maxLead, bound)
+	checkPDRouter(t, ns, "dsv4-pd")
 	for _, p := range rankPods(t, ns, "dsv4-pd") {
 		if got, _ := flagValue(p.Spec.Containers[0].Args, "--speculative-algorithm"); got != "NEXTN" {
 			t.Errorf("pod %s runs --speculative-algorithm %q after the change", p.Name, got)
@@ -338,5 +344,67 @@ func TestPDDeploymentRollsRolesInStep(t *testing.T) {
 	time.Sleep(2 * time.Second) // a flush would be asked for by now
 	if n := len(flushesOf(t, ns)); n != flushes {
 		t.Errorf("%d CacheFlushes after a decode-only change, %d before", n, flushes)
+	}
+}
+
+// checkPDRouter checks the router of a deployment with roles: it runs in prefill/decode mode
+// with a command line the pinned router accepts, and the selectors it discovers workers with,
+// evaluated by Kubernetes' own selector code over every pod of the namespace, choose exactly the
+// leaders of the prefill groups as prefill workers and those of the decode groups as decode
+// workers: no follower, no router pod, no pod of another deployment. (test/router runs the
+// router itself on the real node with these selectors.)
+func checkPDRouter(t *testing.T, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	var dep appsv1.Deployment
+	eventually(t, 30*time.Second, "the router Deployment", func() (bool, string) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-router"}, &dep)
+		return err == nil, fmt.Sprint(err)
+	})
+	args := dep.Spec.Template.Spec.Containers[0].Args
+	spec, err := router.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spec.Validate(args); err != nil {
+		t.Errorf("the pinned router refuses the applied command line: %v", err)
+	}
+	if !slices.Contains(args, "--pd-disaggregation") {
+		t.Errorf("router args %q lack --pd-disaggregation", args)
+	}
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for flag, role := range map[string]string{"--prefill-selector": "prefill", "--decode-selector": "decode"} {
+		set := labels.Set{}
+		if i := slices.Index(args, flag); i >= 0 {
+			for _, word := range args[i+1:] {
+				if strings.HasPrefix(word, "--") {
+					break
+				}
+				k, v, _ := strings.Cut(word, "=")
+				set[k] = v
+			}
+		}
+		sel := labels.SelectorFromSet(set)
+		var got, want []string
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if sel.Matches(labels.Set(p.Labels)) {
+				got = append(got, p.Name)
+			}
+			if p.Labels[hicachev1alpha1.LabelDeployment] == name && p.Labels[hicachev1alpha1.LabelRole] == role && p.Labels["apps.kubernetes.io/pod-index"] == "0" {
+				want = append(want, p.Name)
+			}
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		wantN := map[string]int{"prefill": 2, "decode": 1}[role]
+		if len(set) == 0 || !slices.Equal(got, want) || len(want) != wantN {
+			t.Errorf("router %s %v chooses %v; the %s leaders are %v (want %d)", flag, set, got, role, want, wantN)
+		}
 	}
 }
