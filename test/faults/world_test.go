@@ -215,7 +215,7 @@ func waitConverged(t *testing.T, ns string, wants map[string]want, timeout time.
 			return time.Since(began), restarts
 		}
 		if time.Since(began) > timeout {
-			t.Fatalf("%d of %d deployments converged within %s; %s", done, len(wants), timeout, why)
+			t.Fatalf("%d of %d deployments converged within %s; %s\n%s", done, len(wants), timeout, why, describeGroups(ctx, ns))
 		}
 		if time.Since(reported) > 10*time.Second {
 			logf("%d of %d deployments converged after %s; %s", done, len(wants), time.Since(began).Round(time.Second), why)
@@ -374,4 +374,29 @@ func countStatefulSets(ctx context.Context, ns string) int {
 		return 0
 	}
 	return len(list.Items)
+}
+
+// describeGroups lists the StatefulSets and rank pods of ns, for a failure message.
+func describeGroups(ctx context.Context, ns string) string {
+	var b strings.Builder
+	var groups appsv1.StatefulSetList
+	if err := k8s.List(ctx, &groups, client.InNamespace(ns)); err != nil {
+		return err.Error()
+	}
+	for _, g := range groups.Items {
+		fmt.Fprintf(&b, "StatefulSet %s uid %s owners %v deleting %v: replicas %d, status %d created, %d ready, %d current\n", g.Name, g.UID,
+			g.OwnerReferences, g.DeletionTimestamp != nil, ptr.Deref(g.Spec.Replicas, 0), g.Status.Replicas, g.Status.ReadyReplicas, g.Status.CurrentReplicas)
+	}
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		return err.Error()
+	}
+	for _, p := range pods.Items {
+		owner := ""
+		if ref := metav1.GetControllerOfNoCopy(&p); ref != nil {
+			owner = ref.Kind + " " + string(ref.UID)
+		}
+		fmt.Fprintf(&b, "pod %s on %q: %s, ready %v, deleting %v, owner %s\n", p.Name, p.Spec.NodeName, p.Status.Phase, kubeutil.PodReady(&p), p.DeletionTimestamp != nil, owner)
+	}
+	return b.String()
 }
