@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,17 +26,81 @@ import (
 // load reads the object of req into obj. It tells whether there is something to reconcile: not
 // when the object is gone (gone, when set, forgets what the reconciler keeps of it) or being
 // deleted.
+//
+// An object whose status this process wrote is read as the write left it while the cache still
+// holds the version the write replaced: the cache catches up a moment later, and a reconcile in
+// between would otherwise compare its new status with the one before the write, find them equal
+// and write nothing, leaving the stored status at what the write set (a status change wakes no
+// reconcile).
 func load[T client.Object](ctx context.Context, c client.Reader, req ctrl.Request, obj T, gone func()) (bool, error) {
 	if err := c.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			if gone != nil {
 				gone()
 			}
+			ownWrites.forget(obj, req.NamespacedName)
 			return false, nil
 		}
 		return false, fmt.Errorf("reading %s: %w", req.NamespacedName, err)
 	}
+	ownWrites.readYourWrite(obj)
 	return obj.GetDeletionTimestamp().IsZero(), nil
+}
+
+// statusWrites remembers, per object, the last status write of this process: the resource
+// version it replaced and the object as the write returned it.
+type statusWrites struct {
+	mu sync.Mutex
+	m  map[string]statusWrite
+}
+
+type statusWrite struct {
+	// replaced are the resource versions the writes replaced: one, or more when one reconcile
+	// wrote twice before the cache caught up.
+	replaced []string
+	obj      client.Object
+}
+
+var ownWrites = &statusWrites{m: map[string]statusWrite{}}
+
+func writeKey(obj client.Object, key types.NamespacedName) string {
+	return fmt.Sprintf("%T/%s", obj, key)
+}
+
+// wrote records that obj's status was written over resource version replaced.
+func (w *statusWrites) wrote(obj client.Object, replaced string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	key := writeKey(obj, client.ObjectKeyFromObject(obj))
+	older := []string{replaced}
+	if last, ok := w.m[key]; ok && last.obj.GetUID() == obj.GetUID() && last.obj.GetResourceVersion() == replaced {
+		older = append(last.replaced, replaced)
+	}
+	w.m[key] = statusWrite{replaced: older, obj: obj.DeepCopyObject().(client.Object)}
+}
+
+// readYourWrite replaces obj, as read from the cache, with the object as this process's last
+// status write left it when the cache still holds the version that write replaced; it forgets
+// the write once the cache holds anything else.
+func (w *statusWrites) readYourWrite(obj client.Object) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	key := writeKey(obj, client.ObjectKeyFromObject(obj))
+	last, ok := w.m[key]
+	if !ok {
+		return
+	}
+	if last.obj.GetUID() != obj.GetUID() || !slices.Contains(last.replaced, obj.GetResourceVersion()) {
+		delete(w.m, key)
+		return
+	}
+	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(last.obj.DeepCopyObject()).Elem())
+}
+
+func (w *statusWrites) forget(obj client.Object, key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, writeKey(obj, key))
 }
 
 // scope is one reconcile of one object.
@@ -74,10 +142,12 @@ func (s *scope[T, O]) writeStatus(ctx context.Context) error {
 	if s.optimisticLock {
 		patch = client.MergeFromWithOptions(s.stored, client.MergeFromWithOptimisticLock{})
 	}
+	replaced := s.stored.GetResourceVersion()
 	if err := s.c.Status().Patch(ctx, s.obj, patch); err != nil {
 		return fmt.Errorf("writing the status of %s: %w", klog.KObj(s.obj), err)
 	}
 	s.stored = s.obj.DeepCopyObject().(T)
+	ownWrites.wrote(s.obj, replaced)
 	return nil
 }
 
