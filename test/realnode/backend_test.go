@@ -151,6 +151,12 @@ func storeJob(t *testing.T, ns, name string, keys []string, command ...string) s
 // env added to the client's environment.
 func storeJobVia(t *testing.T, ns, name, master string, env []corev1.EnvVar, keys []string, command ...string) string {
 	t.Helper()
+	return storeJobWith(t, ns, name, master, env, keys, 0, command...)
+}
+
+// storeJobWith is storeJobVia whose pod is tried again up to retries times when it fails.
+func storeJobWith(t *testing.T, ns, name, master string, env []corev1.EnvVar, keys []string, retries int32, command ...string) string {
+	t.Helper()
 	ctx := context.Background()
 	script, err := os.ReadFile(filepath.Join(repoRoot(), "hack", "mooncake", "store.py"))
 	if err != nil {
@@ -163,6 +169,7 @@ func storeJobVia(t *testing.T, ns, name, master string, env []corev1.EnvVar, key
 	}
 	args := append(append([]string{"python3", "/scripts/store.py", "--master", master}, command...), "--keys-file", "/scripts/keys.txt")
 	job := scriptJob(ns, name, corev1.Container{Name: command[0], Command: args, Env: env})
+	job.Spec.BackoffLimit = ptr.To(retries)
 	if err := k8s.Create(ctx, job); err != nil {
 		t.Fatal(err)
 	}
