@@ -70,8 +70,9 @@ func TestMain(m *testing.M) {
 	os.Exit(testutil.RunClusterSuite(m, testutil.ClusterSuite{
 		Name: "test/realnode",
 		Options: localcluster.Options{
-			// Each test leaves its namespace, and its serving group, until the package ends: six tests
-			// run a Qwen3 group of 4 GPUs, 24 in all, so three 8-GPU nodes, and one to spare.
+			// A failed test keeps its namespace and its serving group until the package ends, and a
+			// passed one's go only as its namespace is deleted, in the background: six tests run a
+			// Qwen3 group of 4 GPUs, 24 in all, so three 8-GPU nodes, and one to spare.
 			Nodes:    localcluster.GPUNodes(4, 8),
 			RealNode: &localcluster.RealNodeOptions{},
 			KeepDir:  os.Getenv("REALNODE_KEEP") != "",
