@@ -263,6 +263,7 @@ func topologyError(err error) error {
 		"Packed for", "packed layers for",
 		"is a Sidecar draft", "is a sidecar draft (spec.topology.draft.packedLayers: 0)",
 		"topology.", "spec.topology.",
+		"topology has", "spec.topology has",
 	).Replace(err.Error())
 	return &FieldError{Field: "spec.topology", Message: msg, plain: true}
 }
@@ -322,6 +323,9 @@ func profileDraft(spec *hicachev1alpha1.HiCacheDeploymentSpec, alg hicachev1alph
 	return lay, ok
 }
 
+// maxPageSize is the schema's bound on spec.hicache.pageSize.
+const maxPageSize = 4096
+
 // Settings are the cache-relevant server settings of a spec.
 func Settings(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings, error) {
 	h := spec.HiCache
@@ -345,6 +349,11 @@ func Settings(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings, erro
 	}
 	if s.SGLangVersion == "" {
 		s.SGLangVersion = DefaultSGLangVersion
+	}
+	// The CRD's schema bounds the page size; a spec read from a file (kubectl hicache plan -f)
+	// has not been through it.
+	if h.PageSize < 0 || h.PageSize > maxPageSize {
+		return s, &FieldError{Field: "spec.hicache.pageSize", Message: fmt.Sprintf("%d is not a page size: write 1 to %d tokens, or leave it out for the release's default", h.PageSize, maxPageSize)}
 	}
 	if d := spec.Topology.Draft; d != nil {
 		s.DraftKVCacheDType = string(d.KVCacheDType)

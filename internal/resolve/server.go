@@ -3,10 +3,12 @@ package resolve
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
+	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
 )
 
 // SGLangPort is the port the leader's HTTP API listens on.
@@ -134,9 +136,40 @@ var specFields = strings.NewReplacer(
 
 // SpecError rewrites an error of the SGLang renderer (sglang.Args) so that it names the spec
 // fields a user writes instead of the renderer's settings.
+// A command line the pinned release refuses is named by the spec fields of its refused flags,
+// when they come from one (a flag of spec.template.extraArgs is refused before rendering).
 func SpecError(err error) error {
 	if err == nil {
 		return nil
 	}
-	return errors.New(specFields.Replace(err.Error()))
+	msg := specFields.Replace(err.Error())
+	if v, ok := errors.AsType[*argspec.ValidationError](err); ok {
+		var fields []string
+		for _, p := range v.Problems {
+			if f, ok := flagFields[p.Flag]; ok && !slices.Contains(fields, f) {
+				fields = append(fields, f)
+			}
+		}
+		if len(fields) > 0 {
+			msg = strings.Join(fields, ", ") + ": " + msg
+		}
+	}
+	return errors.New(msg)
+}
+
+// flagFields are the spec fields whose text the renderer passes to a flag as written; the
+// CRD's schema bounds them, a spec read from a file has not been through it.
+var flagFields = map[string]string{
+	"--kv-cache-dtype":                   "spec.hicache.kvCacheDType",
+	"--mamba-ssm-dtype":                  "spec.hicache.mambaSSMDType",
+	"--quantization":                     "spec.model.quantization",
+	"--speculative-algorithm":            "spec.topology.draft.algorithm",
+	"--speculative-draft-kv-cache-dtype": "spec.topology.draft.kvCacheDType",
+	"--hicache-host-memory-mode":         "spec.hicache.hostMemoryMode",
+	"--hicache-write-policy":             "spec.hicache.writePolicy",
+	"--hicache-io-backend":               "spec.hicache.ioBackend",
+	"--hicache-mem-layout":               "spec.hicache.memLayout",
+	"--hicache-storage-prefetch-policy":  "spec.hicache.prefetchPolicy",
+	"--revision":                         "spec.model.revision",
+	"--served-model-name":                "spec.model.servedName",
 }
