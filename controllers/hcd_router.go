@@ -40,17 +40,7 @@ func routerLabels(hcd *hicachev1alpha1.HiCacheDeployment) map[string]string {
 
 // roleLabel is the label key of the role (prefill, decode) of a serving group of a deployment with
 // spec.roles, on its StatefulSets and pods.
-const roleLabel = hicachev1alpha1.LabelPrefix + "role"
-
-// leaderSelector selects the leaders (pod 0) of a deployment's serving groups, of one role when
-// role is set.
-func leaderSelector(hcd *hicachev1alpha1.HiCacheDeployment, role hicachev1alpha1.Role) map[string]string {
-	sel := map[string]string{hicachev1alpha1.LabelDeployment: hcd.Name, appsv1.PodIndexLabel: "0"}
-	if role != "" {
-		sel[roleLabel] = string(role)
-	}
-	return sel
-}
+const roleLabel = hicachev1alpha1.LabelRole
 
 // RolePodAnnotations are what the router needs on the rank pods of one role: on prefill pods, the
 // port of their bootstrap server (spec.roles.transfer.bootstrapPort, as rendered into
@@ -73,29 +63,13 @@ func RolePodAnnotations(roles *resolve.Roles, role hicachev1alpha1.Role) map[str
 // prefill leader's bootstrap port comes from its annotation (RolePodAnnotations). The
 // deployment's client Service fronts it (buildClientService), so its own Service is not used.
 func BuildRouter(hcd *hicachev1alpha1.HiCacheDeployment, image string) (*router.Objects, error) {
-	spec := hcd.Spec.Router
-	if spec == nil {
-		return nil, fmt.Errorf("spec.router is not set")
+	cfg, err := resolve.RouterConfig(hcd)
+	if err != nil {
+		return nil, err
 	}
+	spec := hcd.Spec.Router
 	if spec.Image != "" {
 		image = spec.Image
-	}
-	cfg := router.Config{
-		Namespace:  hcd.Namespace,
-		WorkerPort: SGLangPort,
-		Policy:     string(spec.Policy),
-	}
-	if hcd.Spec.Roles == nil {
-		for _, p := range []struct{ field, value string }{{"prefillPolicy", string(spec.PrefillPolicy)}, {"decodePolicy", string(spec.DecodePolicy)}} {
-			if p.value != "" {
-				return nil, fmt.Errorf("spec.router.%s chooses the servers of one role and applies only with spec.roles: set spec.router.policy instead", p.field)
-			}
-		}
-		cfg.Selector = leaderSelector(hcd, "")
-	} else {
-		cfg.PrefillSelector = leaderSelector(hcd, hicachev1alpha1.RolePrefill)
-		cfg.DecodeSelector = leaderSelector(hcd, hicachev1alpha1.RoleDecode)
-		cfg.PrefillPolicy, cfg.DecodePolicy = string(spec.PrefillPolicy), string(spec.DecodePolicy)
 	}
 	labels := routerLabels(hcd)
 	objs, err := router.Build(router.Deployment{

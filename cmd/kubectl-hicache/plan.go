@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/hicache-io/hicache-operator/internal/cache"
 	"github.com/hicache-io/hicache-operator/internal/hfcli"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/router"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
 )
 
@@ -112,6 +115,37 @@ type planReport struct {
 	Roles []rolePlanReport `json:"roles,omitempty"`
 	// Transfer is the KV transfer between the roles.
 	Transfer *hicachev1alpha1.TransferSpec `json:"transfer,omitempty"`
+	// Router is the router in front of the groups (spec.router).
+	Router *routerPlanReport `json:"router,omitempty"`
+}
+
+// routerPlanReport is what plan shows of the router (spec.router): where it runs, which servers
+// it discovers and its command line, checked against the pinned router's arguments.
+type routerPlanReport struct {
+	// Deployment is the router's Deployment; Namespace is where it runs and discovers servers.
+	Deployment string `json:"deployment"`
+	Namespace  string `json:"namespace"`
+	Replicas   int32  `json:"replicas"`
+	// Image is spec.router.image, empty for the operator's default router image.
+	Image string `json:"image,omitempty"`
+	// Mode is "regular" (one kind of server) or "prefill/decode".
+	Mode string `json:"mode"`
+	// Workers are the servers it discovers: one entry without roles, prefill then decode with.
+	Workers []routerWorkers `json:"workers"`
+	// Release is the router release the command line was checked against ("smg 1.13.0").
+	Release string   `json:"release"`
+	Command []string `json:"command"`
+}
+
+// routerWorkers are the servers of one kind the router discovers and how it chooses among them.
+type routerWorkers struct {
+	// Role is prefill or decode; empty without spec.roles.
+	Role string `json:"role,omitempty"`
+	// Selector is the label selector the router watches pods with, as on its command line.
+	Selector string `json:"selector"`
+	// Groups are the serving groups (StatefulSets) whose leader, pod 0, the selector chooses.
+	Groups []string `json:"groups"`
+	Policy string   `json:"policy"`
 }
 
 // rolePlanReport is what plan shows about one role.
@@ -129,8 +163,18 @@ type rolePlanReport struct {
 	Command []string     `json:"command"`
 }
 
-// planOne plans one deployment, with or without roles.
+// planOne plans one deployment, with or without roles, and its router.
 func planOne(it loaded) (planReport, error) {
+	rep, err := planServers(it)
+	if err != nil || it.hcd.Spec.Router == nil {
+		return rep, err
+	}
+	rep.Router, err = newRouterPlan(it.hcd)
+	return rep, err
+}
+
+// planServers plans the serving groups of one deployment, with or without roles.
+func planServers(it loaded) (planReport, error) {
 	if it.hcd.Spec.Roles == nil {
 		r, err := resolve.Resolve(it.hcd)
 		if err != nil {
@@ -176,6 +220,77 @@ func planOne(it loaded) (planReport, error) {
 		rep.Roles = append(rep.Roles, rp)
 	}
 	return rep, nil
+}
+
+// newRouterPlan is the router of a deployment with spec.router, as the operator runs it: the
+// command line of resolve.RouterConfig, which router.Args checks against the pinned router's
+// argument table, and the groups whose leaders each of its selectors chooses.
+func newRouterPlan(hcd *hicachev1alpha1.HiCacheDeployment) (*routerPlanReport, error) {
+	h := hcd.DeepCopy()
+	if h.Namespace == "" {
+		h.Namespace = defaultNamespace
+	}
+	cfg, err := resolve.RouterConfig(h)
+	if err != nil {
+		return nil, err
+	}
+	args, err := router.Args(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("spec.router: %w", err)
+	}
+	spec, err := router.Spec()
+	if err != nil {
+		return nil, err
+	}
+	rep := &routerPlanReport{
+		Deployment: h.Name + "-router", Namespace: h.Namespace, Replicas: max(h.Spec.Router.Replicas, 1),
+		Image: h.Spec.Router.Image, Mode: "regular",
+		Release: spec.Program() + " " + spec.Version(), Command: append(router.Command(), args...),
+	}
+	policy := cmp.Or(cfg.Policy, router.DefaultPolicy)
+	if !cfg.PD() {
+		rep.Workers = []routerWorkers{{Selector: selectorString(cfg.Selector), Groups: groupNames(h.Name, "", int(ptrOr(h.Spec.Replicas, 1))), Policy: policy}}
+		return rep, nil
+	}
+	rep.Mode = "prefill/decode"
+	r := h.Spec.Roles
+	rep.Workers = []routerWorkers{
+		{Role: string(hicachev1alpha1.RolePrefill), Selector: selectorString(cfg.PrefillSelector),
+			Groups: groupNames(h.Name, hicachev1alpha1.RolePrefill, int(ptrOr(r.Prefill.Replicas, 1))), Policy: cmp.Or(cfg.PrefillPolicy, policy)},
+		{Role: string(hicachev1alpha1.RoleDecode), Selector: selectorString(cfg.DecodeSelector),
+			Groups: groupNames(h.Name, hicachev1alpha1.RoleDecode, int(ptrOr(r.Decode.Replicas, 1))), Policy: cmp.Or(cfg.DecodePolicy, policy)},
+	}
+	return rep, nil
+}
+
+// groupNames are the StatefulSets of n serving groups of a role: <name>-<g> without roles,
+// <name>-<role>-<g> with them.
+func groupNames(name string, role hicachev1alpha1.Role, n int) []string {
+	prefix := name + "-"
+	if role != "" {
+		prefix += string(role) + "-"
+	}
+	out := make([]string, n)
+	for g := range n {
+		out[g] = prefix + strconv.Itoa(g)
+	}
+	return out
+}
+
+func ptrOr(p *int32, def int32) int32 {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// selectorString is a label selector as kubectl writes it: key=value pairs, sorted, with commas.
+func selectorString(sel map[string]string) string {
+	parts := make([]string, 0, len(sel))
+	for _, k := range slices.Sorted(maps.Keys(sel)) {
+		parts = append(parts, k+"="+sel[k])
+	}
+	return strings.Join(parts, ",")
 }
 
 func planBackend() *resolve.Backend {
@@ -399,7 +514,16 @@ func writePlan(w io.Writer, p *planReport) error {
 	for _, f := range p.Layout.Facts {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.Label, f.Name, f.Value)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	switch {
+	case p.Router != nil:
+		return writeRouter(w, p.Router)
+	case len(p.Roles) > 0:
+		fmt.Fprintf(w, "\nRouter: none (spec.router is not set). With spec.roles the client Service %s fronts only the router, which sends each request to a prefill and a decode server together: set spec.router for clients to reach the servers.\n", name)
+	}
+	return nil
 }
 
 // groupLine is one serving group's shape in words.
@@ -447,6 +571,42 @@ func writeRoles(w io.Writer, tw *tabwriter.Writer, p *planReport) error {
 		}
 	}
 	return nil
+}
+
+// writeRouter writes the router: where it runs, which groups' leaders it discovers, and its
+// command line.
+func writeRouter(w io.Writer, r *routerPlanReport) error {
+	image := r.Image
+	if image == "" {
+		image = "the operator's default router image (--default-router-image)"
+	}
+	fmt.Fprintf(w, "\nRouter: Deployment %s in namespace %s, %s, %s mode, image %s\n", r.Deployment, r.Namespace, plural(int(r.Replicas), "replica"), r.Mode, image)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, wk := range r.Workers {
+		title := "Servers"
+		if wk.Role != "" {
+			title = roleTitle(wk.Role) + " servers"
+		}
+		fmt.Fprintf(tw, "  %s:\t%s, policy %s\n", title, leadersOf(wk.Groups), wk.Policy)
+		fmt.Fprintf(tw, "  \tselected by %s while Ready\n", wk.Selector)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nRouter command line (accepted by %s's argument definitions):\n", r.Release)
+	writeCommand(w, r.Command)
+	return nil
+}
+
+// leadersOf is, in words, the leaders of some serving groups.
+func leadersOf(groups []string) string {
+	switch len(groups) {
+	case 0:
+		return "none (no groups)"
+	case 1:
+		return "the leader (pod 0) of " + groups[0]
+	}
+	return "the leaders (pod 0) of " + strings.Join(groups, ", ")
 }
 
 func roleTitle(role string) string {
