@@ -245,6 +245,9 @@ func buildRoleGroup(hcd *hicachev1alpha1.HiCacheDeployment, sr *servingRole, be 
 			return nil, err
 		}
 		for _, e := range mEnv {
+			if userSetsRPCTimeout(spec.Template.Env, e.Name) {
+				continue // the user's own deadline for the client's master requests wins
+			}
 			env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})
 		}
 	}
@@ -476,4 +479,14 @@ func membersAnnotation(pods []corev1.Pod) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
+}
+
+// userSetsRPCTimeout tells whether spec.template.env sets name, one of the Mooncake client's RPC
+// deadlines the ranks of HA masters get (sglang.FailoverRPCEnv): the user's value then stands
+// alone, and the variable is listed once.
+func userSetsRPCTimeout(user []corev1.EnvVar, name string) bool {
+	if name != sglang.EnvRPCTimeout && name != sglang.EnvRPCConnectTimeout {
+		return false
+	}
+	return slices.ContainsFunc(user, func(e corev1.EnvVar) bool { return e.Name == name })
 }

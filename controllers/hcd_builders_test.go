@@ -3,6 +3,7 @@ package controllers
 import (
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,19 +18,32 @@ import (
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/cache"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
 )
 
 func TestBuildGroupGolden(t *testing.T) {
 	cases := map[string]struct {
-		sample string
-		group  int
+		sample  string
+		group   int
+		backend *resolve.Backend
 	}{
 		"deepseek-v4-tp16-2nodes": {sample: "hicachedeployment_deepseek_v4.yaml", group: 0},
 		"qwen3-tp4":               {sample: "hicachedeployment_qwen3.yaml", group: 1},
+		// HA masters: the ranks find the leader through etcd, with the cluster id and the
+		// client's short RPC deadlines.
+		"qwen3-tp4-ha-masters": {sample: "hicachedeployment_qwen3.yaml", group: 1, backend: haTestBackend()},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			sts := mustBuildGroup(t, loadSample(t, tc.sample), tc.group)
+			h := loadSample(t, tc.sample)
+			be := tc.backend
+			if be == nil {
+				be = testBackend()
+			}
+			sts, err := buildGroup(h, mustResolve(t, h), be, tc.group, "sglang:test")
+			if err != nil {
+				t.Fatalf("buildGroup: %v", err)
+			}
 			b, err := yaml.Marshal(sts)
 			if err != nil {
 				t.Fatal(err)
@@ -212,6 +226,68 @@ func TestBuildGroupEnv(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(c.Args, " "), `"extra_backend_tag":"`+r.Namespace+`"`) {
 		t.Errorf("args do not tag the namespace %s: %q", r.Namespace, c.Args)
+	}
+}
+
+// haTestBackend is a ready CacheBackend's endpoints for masters with HA on etcd.
+func haTestBackend() *resolve.Backend {
+	return &resolve.Backend{Name: "mooncake", RPCAddress: "etcd://mooncake-etcd.default.svc:2379", MetadataServer: "P2PHANDSHAKE",
+		MetricsPort: 9003, ClusterID: "default.mooncake"}
+}
+
+// Ranks of HA masters get the client's short RPC deadlines, as store pods do: after a failover
+// a rank's heartbeat pings the dead leader, and re-mounts its segment on the new one only once
+// that ping failed. A lone master keeps the release's defaults, and a user's own value wins.
+func TestBuildGroupRPCDeadlinesOfHAMasters(t *testing.T) {
+	want := map[string]string{}
+	for _, e := range sglang.FailoverRPCEnv() {
+		want[e.Name] = e.Value
+	}
+	if len(want) != 2 || want["MC_RPC_TIMEOUT_MS"] == "" || want["MC_RPC_CONNECT_TIMEOUT_MS"] == "" {
+		t.Fatalf("FailoverRPCEnv = %v, want both deadlines", want)
+	}
+	h := makeHCD("d").Profile("DeepSeekV4").TP(16).Storage("mooncake").Obj()
+	c := mustBuildGroup(t, h, 0).Spec.Template.Spec.Containers[0]
+	for name := range want {
+		if e, ok := envValue(c.Env, name); ok {
+			t.Errorf("a rank of a lone master got %s = %q: the release's defaults stand", name, e.Value)
+		}
+	}
+	build := func(h *hicachev1alpha1.HiCacheDeployment) corev1.Container {
+		t.Helper()
+		sts, err := buildGroup(h, mustResolve(t, h), haTestBackend(), 0, "sglang:test")
+		if err != nil {
+			t.Fatalf("buildGroup: %v", err)
+		}
+		return sts.Spec.Template.Spec.Containers[0]
+	}
+	c = build(h)
+	for name, v := range want {
+		if e, ok := envValue(c.Env, name); !ok || e.Value != v {
+			t.Errorf("a rank of HA masters has %s = %q, want %q", name, e.Value, v)
+		}
+	}
+	// The store pods of a managed backend with HA get the same values.
+	cb := withStore(withHA(managedBackend("mc"), 3, "e1:2379"))
+	store := buildStoreStatefulSet(cb, "img", 1).Spec.Template.Spec.Containers[0]
+	for name, v := range want {
+		if e, ok := envValue(store.Env, name); !ok || e.Value != v {
+			t.Errorf("a store pod of HA masters has %s = %q, want the ranks' %q", name, e.Value, v)
+		}
+	}
+
+	c = build(makeHCD("d").Profile("DeepSeekV4").TP(16).Storage("mooncake").Env("MC_RPC_TIMEOUT_MS", "60000").Obj())
+	var seen []string
+	for _, e := range c.Env {
+		if e.Name == "MC_RPC_TIMEOUT_MS" {
+			seen = append(seen, e.Value)
+		}
+	}
+	if !slices.Equal(seen, []string{"60000"}) {
+		t.Errorf("with spec.template.env setting MC_RPC_TIMEOUT_MS=60000 the rank lists it as %q, want the user's value once", seen)
+	}
+	if e, ok := envValue(c.Env, "MC_RPC_CONNECT_TIMEOUT_MS"); !ok || e.Value != want["MC_RPC_CONNECT_TIMEOUT_MS"] {
+		t.Errorf("MC_RPC_CONNECT_TIMEOUT_MS = %q, want the operator's %q beside the user's request deadline", e.Value, want["MC_RPC_CONNECT_TIMEOUT_MS"])
 	}
 }
 

@@ -195,6 +195,9 @@ func Env(m MooncakeConfig) ([]EnvVar, error) {
 	if m.ClusterID != "" {
 		env = append(env, EnvVar{Name: EnvClusterID, Value: m.ClusterID})
 	}
+	if isEtcdAddress(m.MasterServerAddress) {
+		env = append(env, FailoverRPCEnv()...)
+	}
 	slices.SortFunc(env, func(a, b EnvVar) int { return strings.Compare(a.Name, b.Name) })
 	return env, nil
 }
@@ -212,13 +215,49 @@ func segmentSize(bytes int64) string {
 // --cluster_id from.
 const EnvClusterID = "MC_STORE_CLUSTER_ID"
 
+// The native Mooncake client's deadlines for its requests to the master: MC_RPC_TIMEOUT_MS per
+// request, MC_RPC_CONNECT_TIMEOUT_MS per connection, both read from the environment when the
+// client is created (MasterClient's RPC pool, ApplyRpcTimeoutEnvOverrides in the release's
+// include/master_client.h). Ranks (SGLang's MooncakeStore) and store pods
+// (mooncake_store_service) build that same client through store.so's MooncakeDistributedStore.
+const (
+	EnvRPCTimeout        = "MC_RPC_TIMEOUT_MS"
+	EnvRPCConnectTimeout = "MC_RPC_CONNECT_TIMEOUT_MS"
+)
+
+// After a failover of HA masters a client re-mounts its segment on the new leader only once
+// its heartbeat's ping to the dead leader failed, and a dead pod's address refuses nothing: the
+// ping waits out the release's defaults, 30 s each (the store pods' objects were readable again
+// 55-60 s after the kill with them, 18 s with these). A client's own requests to the master
+// carry metadata only (mount, ping, re-mount, put and get of replica lists, removals), which a
+// serving master answers in milliseconds.
+const (
+	failoverRPCTimeoutMillis        = "10000"
+	failoverRPCConnectTimeoutMillis = "3000"
+)
+
+// FailoverRPCEnv is what bounds a native Mooncake client's requests to HA masters, for every
+// client the operator configures (ranks and store pods): the request's deadline, then the
+// connection's. (Store pods list them in this order; a change of it would roll them.)
+func FailoverRPCEnv() []EnvVar {
+	return []EnvVar{
+		{Name: EnvRPCTimeout, Value: failoverRPCTimeoutMillis},
+		{Name: EnvRPCConnectTimeout, Value: failoverRPCConnectTimeoutMillis},
+	}
+}
+
+// isEtcdAddress tells whether a master address names HA masters through their etcd.
+func isEtcdAddress(addr string) bool {
+	return len(addr) > len(etcdScheme) && strings.EqualFold(addr[:len(etcdScheme)], etcdScheme)
+}
+
 // etcdScheme starts an HA master address: the etcd the masters elect their leader in.
 const etcdScheme = "etcd://"
 
 // validMasterAddress accepts host:port, or etcd://host:port[;host:port...] for masters with HA
 // (the client then finds the leader in etcd).
 func validMasterAddress(addr string) error {
-	if len(addr) > len(etcdScheme) && strings.EqualFold(addr[:len(etcdScheme)], etcdScheme) {
+	if isEtcdAddress(addr) {
 		for _, e := range strings.FieldsFunc(addr[len(etcdScheme):], func(r rune) bool { return r == ';' || r == ',' }) {
 			if host, port, err := net.SplitHostPort(e); err != nil || host == "" || port == "" {
 				return fmt.Errorf("the Mooncake MasterServerAddress %q names the etcd endpoint %q, which is not host:port", addr, e)

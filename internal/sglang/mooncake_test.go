@@ -105,10 +105,28 @@ func TestEnv(t *testing.T) {
 				{"MOONCAKE_TENANT_ID", "a"}, {"MOONCAKE_TE_META_DATA_SERVER", "P2PHANDSHAKE"},
 			},
 		},
-		"HA masters through etcd: the cluster id for the native client": {
+		"HA masters through etcd: the cluster id, and deadlines that end a ping to a dead leader": {
 			in: MooncakeConfig{MasterServerAddress: "etcd://mc-etcd.ns.svc:2379", ClusterID: "ns.mc"},
 			want: []EnvVar{
+				{"MC_RPC_CONNECT_TIMEOUT_MS", "3000"}, {"MC_RPC_TIMEOUT_MS", "10000"},
 				{"MC_STORE_CLUSTER_ID", "ns.mc"}, {"MOONCAKE_GLOBAL_SEGMENT_SIZE", "0"}, {"MOONCAKE_MASTER", "etcd://mc-etcd.ns.svc:2379"},
+				{"MOONCAKE_MASTER_METRICS_PORT", "9003"}, {"MOONCAKE_PROTOCOL", "tcp"},
+				{"MOONCAKE_TE_META_DATA_SERVER", "P2PHANDSHAKE"},
+			},
+		},
+		"HA masters on two etcd members": {
+			in: MooncakeConfig{MasterServerAddress: "etcd://e1:2379;e2:2379", ClusterID: "c"},
+			want: []EnvVar{
+				{"MC_RPC_CONNECT_TIMEOUT_MS", "3000"}, {"MC_RPC_TIMEOUT_MS", "10000"},
+				{"MC_STORE_CLUSTER_ID", "c"}, {"MOONCAKE_GLOBAL_SEGMENT_SIZE", "0"}, {"MOONCAKE_MASTER", "etcd://e1:2379;e2:2379"},
+				{"MOONCAKE_MASTER_METRICS_PORT", "9003"}, {"MOONCAKE_PROTOCOL", "tcp"},
+				{"MOONCAKE_TE_META_DATA_SERVER", "P2PHANDSHAKE"},
+			},
+		},
+		"a lone master named etcd keeps the release's deadlines": {
+			in: MooncakeConfig{MasterServerAddress: "etcd:50051"},
+			want: []EnvVar{
+				{"MOONCAKE_GLOBAL_SEGMENT_SIZE", "0"}, {"MOONCAKE_MASTER", "etcd:50051"},
 				{"MOONCAKE_MASTER_METRICS_PORT", "9003"}, {"MOONCAKE_PROTOCOL", "tcp"},
 				{"MOONCAKE_TE_META_DATA_SERVER", "P2PHANDSHAKE"},
 			},

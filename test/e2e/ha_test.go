@@ -15,6 +15,7 @@ import (
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/mooncake"
 	"github.com/hicache-io/hicache-operator/internal/mooncake/mooncaketest"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
 )
 
 // An external backend given as etcd://: two real masters with HA on a real etcd. The backend's
@@ -62,6 +63,12 @@ func TestExternalBackendOnEtcd(t *testing.T) {
 	}
 	if env["MOONCAKE_MASTER"] != ha.ClientAddr || env["MC_STORE_CLUSTER_ID"] != cluster {
 		t.Errorf("rank env MOONCAKE_MASTER=%q MC_STORE_CLUSTER_ID=%q, want %q and %q", env["MOONCAKE_MASTER"], env["MC_STORE_CLUSTER_ID"], ha.ClientAddr, cluster)
+	}
+	// And with deadlines that end a heartbeat's ping to a dead leader, as the store pods have.
+	for _, v := range sglang.FailoverRPCEnv() {
+		if env[v.Name] != v.Value {
+			t.Errorf("rank env %s=%q, want %q", v.Name, env[v.Name], v.Value)
+		}
 	}
 
 	// A client writes through etcd://; a layout change flushes the old namespace through it.
