@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -260,7 +261,8 @@ func TestPDDeploymentRollsRolesInStep(t *testing.T) {
 		t.Fatalf("%d keys under %s, want %d", got, nsA, len(keysA))
 	}
 
-	// A breaking change of both roles' templates rolls them in step.
+	// A breaking change of both roles' templates rolls them in step. (With one decode group no
+	// lead above 1 can arise here; TestPDRolesStayInStepWhenDecodeIsSlow holds a role back.)
 	bound := max(int(h.Spec.Rollout.MaxUnavailable), 1)
 	w := watchHashes(t, ns, "dsv4-pd", bound)
 	began := time.Now()
@@ -407,4 +409,142 @@ func checkPDRouter(t *testing.T, ns, name string) {
 			t.Errorf("router %s %v chooses %v; the %s leaders are %v (want %d)", flag, set, got, role, want, wantN)
 		}
 	}
+}
+
+// pdSlowDecode has four prefill groups and two decode groups of one single-GPU pod each, the
+// decode pods kept on one node (set by the test), so that the test can hold the decode role's
+// new pods off it.
+const pdSlowDecode = `
+metadata: {name: pd-slow}
+spec:
+  model: {path: Qwen/Qwen3-32B}
+  profile: Qwen3
+  topology: {tensorParallel: 1, gpusPerNode: 1}
+  storage: {backendRef: {name: mooncake}}
+  roles:
+    prefill: {replicas: 4}
+    decode: {replicas: 2, template: {nodeSelector: {kubernetes.io/hostname: %s}}}
+    transfer: {backend: mooncake_tcp}
+`
+
+// cordon marks a node unschedulable, as kubectl cordon does, until the returned function or the
+// test's end undoes it: the pods on it keep running, new ones cannot be scheduled there.
+func cordon(t *testing.T, node string) (uncordon func()) {
+	t.Helper()
+	set := func(v bool) error {
+		var n corev1.Node
+		if err := k8s.Get(context.Background(), client.ObjectKey{Name: node}, &n); err != nil {
+			return err
+		}
+		n.Spec.Unschedulable = v
+		return k8s.Update(context.Background(), &n)
+	}
+	eventually(t, 10*time.Second, "node "+node+" cordoned", func() (bool, string) {
+		err := set(true)
+		return err == nil, fmt.Sprint(err)
+	})
+	var once sync.Once
+	uncordon = func() {
+		once.Do(func() {
+			eventually(t, 10*time.Second, "node "+node+" uncordoned", func() (bool, string) {
+				err := set(false)
+				return err == nil, fmt.Sprint(err)
+			})
+		})
+	}
+	t.Cleanup(uncordon)
+	return uncordon
+}
+
+// progressing is the message of a deployment's Progressing condition.
+func progressing(h *hicachev1alpha1.HiCacheDeployment) string {
+	if c := meta.FindStatusCondition(h.Status.Conditions, hicachev1alpha1.ConditionProgressing); c != nil {
+		return c.Message
+	}
+	return ""
+}
+
+// A breaking change of a deployment whose decode groups come up slowly (their node is cordoned,
+// so the decode role's new pods wait to be scheduled while the prefill role's start at once)
+// rolls the prefill role only as far as the in-step bound allows: with four prefill groups and
+// two decode groups, a planner that let each role roll on its own budget would have three
+// prefill groups on the new template beside one decode group (a lead of 2, above the bound of
+// 1) before the first new decode group is scheduled. The watch records every StatefulSet's
+// template after each event; the prefill groups must be held, and say so, until the decode role
+// catches up.
+func TestPDRolesStayInStepWhenDecodeIsSlow(t *testing.T) {
+	ns, _ := namespaceWithBackend(t)
+	nodes := cluster.NodeNames()
+	decodeNode := nodes[len(nodes)-1]
+	create(t, hcd(t, ns, fmt.Sprintf(pdSlowDecode, decodeNode)))
+	h := waitRolesReady(t, ns, "pd-slow", 4, 2)
+	bound := max(int(h.Spec.Rollout.MaxUnavailable), 1)
+	if bound != 1 {
+		t.Fatalf("spec.rollout.maxUnavailable defaults to %d; the test is built for a bound of 1", h.Spec.Rollout.MaxUnavailable)
+	}
+	nsA := h.Status.Cache.Namespace
+
+	w := watchHashes(t, ns, "pd-slow", bound)
+	uncordon := cordon(t, decodeNode)
+	began := time.Now()
+	update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.HiCache.KVCacheDType = "fp8_e4m3" })
+
+	// The prefill role rolls until it leads by the bound, then waits; a planner without the rule
+	// would roll all four prefill groups instead, and the watch would record the lead of 2.
+	var msg string
+	eventually(t, 60*time.Second, "the prefill role held for the decode role", func() (bool, string) {
+		msg = progressing(getHCD(t, ns, "pd-slow"))
+		w.mu.Lock()
+		n, _ := w.rolled()
+		violations := len(w.violations)
+		w.mu.Unlock()
+		// (A round that sees the prefill role's roll before the decode role's holds prefill for a
+		// moment at one group rolled: wait for the hold at the bound.)
+		held := strings.Contains(msg, "wait for the decode role") && n[hicachev1alpha1.RolePrefill] >= 2
+		return held || violations > 0 || n[hicachev1alpha1.RolePrefill] == 4, fmt.Sprintf("rolled %v; Progressing: %s", n, msg)
+	})
+	w.mu.Lock()
+	n, _ := w.rolled()
+	violations := slices.Clone(w.violations)
+	w.mu.Unlock()
+	if len(violations) > 0 {
+		t.Fatalf("the prefill role ran ahead of the decode role (bound %d): %s", bound, strings.Join(violations, "; "))
+	}
+	if n[hicachev1alpha1.RolePrefill] != 2 || n[hicachev1alpha1.RoleDecode] != 1 {
+		t.Errorf("held with %d prefill and %d decode groups rolled, want 2 and 1 (a lead of the bound)", n[hicachev1alpha1.RolePrefill], n[hicachev1alpha1.RoleDecode])
+	}
+	// The decode role is slow because its new pod is not scheduled, not for another reason.
+	heldAt := time.Since(began)
+	eventually(t, 10*time.Second, "the rolled decode group's pod waiting for a node", func() (bool, string) {
+		var pending []string
+		for _, p := range rankPods(t, ns, "pd-slow") {
+			if p.Labels[hicachev1alpha1.LabelRole] == "decode" && p.Spec.NodeName == "" {
+				pending = append(pending, p.Name)
+			}
+		}
+		return len(pending) == 1, fmt.Sprintf("decode pods waiting for a node: %v", pending)
+	})
+
+	// Once the decode pods can be scheduled, both roles finish.
+	uncordon()
+	h = waitRolesReady(t, ns, "pd-slow", 4, 2)
+	rolledIn := time.Since(began)
+	if h.Status.Cache.Namespace == nsA {
+		t.Errorf("a new KV cache dtype kept namespace %s", nsA)
+	}
+	w.close()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.violations) > 0 {
+		t.Errorf("the roles did not roll in step (bound %d): %s", bound, strings.Join(w.violations, "; "))
+	}
+	rolled, _ := w.rolled()
+	if rolled[hicachev1alpha1.RolePrefill] != 4 || rolled[hicachev1alpha1.RoleDecode] != 2 {
+		t.Errorf("rolled %v, want all four prefill and both decode groups", rolled)
+	}
+	if w.maxLead != bound {
+		t.Errorf("the largest lead was %d; the prefill role should have led by the bound %d while decode was held", w.maxLead, bound)
+	}
+	t.Logf("held in step %s after the change (%s); both roles rolled in %s, %d StatefulSet events, largest lead %d (bound %d)",
+		heldAt.Round(time.Millisecond), msg, rolledIn.Round(time.Millisecond), w.events, w.maxLead, bound)
 }
