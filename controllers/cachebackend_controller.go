@@ -80,6 +80,8 @@ type CacheBackendReconciler struct {
 
 	// probes holds each backend's last probe, so that events between two polls reuse it.
 	probes probeCache
+	// writes remembers this reconciler's status writes until its cache holds them.
+	writes *statusWrites
 }
 
 // +kubebuilder:rbac:groups=hicache.io,resources=cachebackends,verbs=get;list;watch
@@ -109,10 +111,10 @@ type backendScope = scope[*hicachev1alpha1.CacheBackend, *backendObs]
 // Reconcile brings one CacheBackend to its desired state and probes it.
 func (r *CacheBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var cb hicachev1alpha1.CacheBackend
-	if ok, err := load(ctx, r.Client, req, &cb, func() { r.probes.forget(req.NamespacedName) }); !ok || cb.Spec.Mooncake == nil {
+	if ok, err := load(ctx, r.Client, r.writes, req, &cb, func() { r.probes.forget(req.NamespacedName) }); !ok || cb.Spec.Mooncake == nil {
 		return ctrl.Result{}, err
 	}
-	s := newScope(r.Client, &cb, &backendObs{}, r.Clock.Now())
+	s := newScope(r.Client, r.writes, &cb, &backendObs{}, r.Clock.Now())
 	return kindSteps[*hicachev1alpha1.CacheBackend, *backendObs]{
 		phases: []phase[*backendScope]{
 			{"apply the etcd", r.applyEtcd},
@@ -694,6 +696,10 @@ func (q delayedQueue) Add(r reconcile.Request) { q.AddAfter(r, q.d) }
 func (r *CacheBackendReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
+	}
+	var err error
+	if r.writes, err = newStatusWrites(context.Background(), mgr.GetCache(), &hicachev1alpha1.CacheBackend{}); err != nil {
+		return err
 	}
 	log := mgr.GetLogger().WithValues("controller", "cachebackend")
 	// A deployment's use wakes every backend of its store: each lists the whole store's use. On an

@@ -53,6 +53,8 @@ type CacheFlushReconciler struct {
 	// between refuses the give-back, and this process's cache may show the claim after the
 	// give-back was stored. Either way the claim is given back (again), never recovered.
 	givenBack sync.Map // namespace/name → givenBack
+	// writes remembers this reconciler's status writes until its cache holds them.
+	writes *statusWrites
 }
 
 // givenBack is a claim given back, of the flush with UID.
@@ -134,7 +136,7 @@ type flushScope = scope[*hicachev1alpha1.CacheFlush, *flushObs]
 // Reconcile takes one step of a CacheFlush: the one planFlush names.
 func (r *CacheFlushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var cf hicachev1alpha1.CacheFlush
-	if ok, err := load(ctx, r.Client, req, &cf, func() { r.givenBack.Delete(req.NamespacedName) }); !ok {
+	if ok, err := load(ctx, r.Client, r.writes, req, &cf, func() { r.givenBack.Delete(req.NamespacedName) }); !ok {
 		return ctrl.Result{}, err
 	}
 	if finished(&cf) {
@@ -149,7 +151,7 @@ func (r *CacheFlushReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	defer unlock()
 	// Every status write carries the resourceVersion it read: a write over a status another
 	// process changed meanwhile (it claimed or recorded the flush) is refused.
-	s := newScope(r.Client, &cf, &flushObs{policy: r.policy()}, r.Clock.Now())
+	s := newScope(r.Client, r.writes, &cf, &flushObs{policy: r.policy()}, r.Clock.Now())
 	s.optimisticLock = true
 	defer s.obs.release()
 	cf.Status.ObservedGeneration = cf.Generation
@@ -676,6 +678,10 @@ func inUseSubject(cf *hicachev1alpha1.CacheFlush, id string) string {
 func (r *CacheFlushReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
+	}
+	var err error
+	if r.writes, err = newStatusWrites(context.Background(), mgr.GetCache(), &hicachev1alpha1.CacheFlush{}); err != nil {
+		return err
 	}
 	if r.Flusher == nil {
 		r.Flusher = JobFlusher{Client: mgr.GetClient()}

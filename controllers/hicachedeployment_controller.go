@@ -41,6 +41,9 @@ type HiCacheDeploymentReconciler struct {
 	Recorder  events.EventRecorder
 	Options   Options
 	Clock     clock.PassiveClock
+
+	// writes remembers this reconciler's status writes until its cache holds them.
+	writes *statusWrites
 }
 
 // +kubebuilder:rbac:groups=hicache.io,resources=hicachedeployments,verbs=get;list;watch
@@ -122,11 +125,11 @@ const waitPoll = 10 * time.Second
 // Reconcile brings one HiCacheDeployment to its desired state.
 func (r *HiCacheDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var hcd hicachev1alpha1.HiCacheDeployment
-	if ok, err := load(ctx, r.Client, req, &hcd, nil); !ok {
+	if ok, err := load(ctx, r.Client, r.writes, req, &hcd, nil); !ok {
 		return ctrl.Result{}, err
 	}
 	now := r.Clock.Now()
-	s := newScope(r.Client, &hcd, &observed{now: metav1.NewTime(now), desired: map[groupKey]string{}}, now)
+	s := newScope(r.Client, r.writes, &hcd, &observed{now: metav1.NewTime(now), desired: map[groupKey]string{}}, now)
 	return kindSteps[*hicachev1alpha1.HiCacheDeployment, *observed]{
 		phases: []phase[*hcdScope]{
 			{"observe", r.observe},
@@ -517,6 +520,10 @@ func (r *HiCacheDeploymentReconciler) emitEvents(s *hcdScope) {
 func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
+	}
+	var err error
+	if r.writes, err = newStatusWrites(context.Background(), mgr.GetCache(), &hicachev1alpha1.HiCacheDeployment{}); err != nil {
+		return err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hicachev1alpha1.HiCacheDeployment{}, backendRefIndex,
 		func(o client.Object) []string {

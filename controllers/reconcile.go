@@ -13,8 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -27,31 +29,37 @@ import (
 // when the object is gone (gone, when set, forgets what the reconciler keeps of it) or being
 // deleted.
 //
-// An object whose status this process wrote is read as the write left it while the cache still
-// holds the version the write replaced: the cache catches up a moment later, and a reconcile in
-// between would otherwise compare its new status with the one before the write, find them equal
-// and write nothing, leaving the stored status at what the write set (a status change wakes no
-// reconcile).
-func load[T client.Object](ctx context.Context, c client.Reader, req ctrl.Request, obj T, gone func()) (bool, error) {
+// An object whose status this reconciler wrote is read as the write left it while the cache still
+// holds the version the write replaced (see statusWrites).
+func load[T client.Object](ctx context.Context, c client.Reader, writes *statusWrites, req ctrl.Request, obj T, gone func()) (bool, error) {
 	if err := c.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			if gone != nil {
 				gone()
 			}
-			ownWrites.forget(obj, req.NamespacedName)
+			writes.forget(req.NamespacedName)
 			return false, nil
 		}
 		return false, fmt.Errorf("reading %s: %w", req.NamespacedName, err)
 	}
-	ownWrites.readYourWrite(obj)
+	writes.readYourWrite(obj)
 	return obj.GetDeletionTimestamp().IsZero(), nil
 }
 
-// statusWrites remembers, per object, the last status write of this process: the resource
-// version it replaced and the object as the write returned it.
+// statusWrites remembers a reconciler's last status write of each object of its kind until the
+// cache holds that write: the resource versions it replaced and the object as the write returned
+// it. The cache catches up a moment after a write; a reconcile in between would otherwise compare
+// its new status with the one before the write, find them equal and write nothing, leaving the
+// stored status at what the write set (a status change wakes no reconcile).
+//
+// An entry goes when the cache holds anything but a version the write replaced (the cache's event
+// handler sees it, or the next reconcile does) and when the object is gone, so at rest nothing is
+// kept. A nil *statusWrites remembers nothing.
 type statusWrites struct {
-	mu sync.Mutex
-	m  map[string]statusWrite
+	// cache is what the reconciler reads; a write the cache already holds is not remembered.
+	cache client.Reader
+	mu    sync.Mutex
+	m     map[types.NamespacedName]statusWrite
 }
 
 type statusWrite struct {
@@ -61,46 +69,108 @@ type statusWrite struct {
 	obj      client.Object
 }
 
-var ownWrites = &statusWrites{m: map[string]statusWrite{}}
-
-func writeKey(obj client.Object, key types.NamespacedName) string {
-	return fmt.Sprintf("%T/%s", obj, key)
+// newStatusWrites remembers the status writes of kind obj until c, the reconciler's cache, holds
+// them.
+func newStatusWrites(ctx context.Context, c cache.Cache, obj client.Object) (*statusWrites, error) {
+	w := &statusWrites{cache: c, m: map[types.NamespacedName]statusWrite{}}
+	inf, err := c.GetInformer(ctx, obj)
+	if err != nil {
+		return nil, fmt.Errorf("watching the %T the status writes of which are remembered: %w", obj, err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { w.cached(o) },
+		UpdateFunc: func(_, o any) { w.cached(o) },
+		DeleteFunc: func(o any) {
+			if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = t.Obj
+			}
+			if o, ok := o.(client.Object); ok {
+				w.forget(client.ObjectKeyFromObject(o))
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
-// wrote records that obj's status was written over resource version replaced.
-func (w *statusWrites) wrote(obj client.Object, replaced string) {
+// wrote records that obj's status was written over resource version replaced, unless the cache
+// holds the write already.
+func (w *statusWrites) wrote(ctx context.Context, obj client.Object, replaced string) {
+	if w == nil {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	key := writeKey(obj, client.ObjectKeyFromObject(obj))
+	key := client.ObjectKeyFromObject(obj)
 	older := []string{replaced}
 	if last, ok := w.m[key]; ok && last.obj.GetUID() == obj.GetUID() && last.obj.GetResourceVersion() == replaced {
 		older = append(last.replaced, replaced)
 	}
-	w.m[key] = statusWrite{replaced: older, obj: obj.DeepCopyObject().(client.Object)}
+	// The cache's event of the write may have come before the write returned: then no event
+	// comes to forget it. The cache is read under the lock the event handler takes, so an event
+	// after the read finds the entry.
+	if w.cache != nil {
+		cached := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
+		if err := w.cache.Get(ctx, key, cached); err != nil || caughtUp(cached, obj.GetUID(), older) {
+			delete(w.m, key)
+			return
+		}
+	}
+	kept := obj.DeepCopyObject().(client.Object)
+	kept.SetManagedFields(nil) // as the cache holds objects: the reconcilers never read them
+	w.m[key] = statusWrite{replaced: older, obj: kept}
 }
 
-// readYourWrite replaces obj, as read from the cache, with the object as this process's last
-// status write left it when the cache still holds the version that write replaced; it forgets
-// the write once the cache holds anything else.
-func (w *statusWrites) readYourWrite(obj client.Object) {
+// caughtUp tells whether cached, as the cache holds an object, is past writes of object uid that
+// replaced the resource versions replaced.
+func caughtUp(cached client.Object, uid types.UID, replaced []string) bool {
+	return cached.GetUID() != uid || !slices.Contains(replaced, cached.GetResourceVersion())
+}
+
+// cached forgets the write of an object the cache now holds past it.
+func (w *statusWrites) cached(o any) {
+	obj, ok := o.(client.Object)
+	if !ok {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	key := writeKey(obj, client.ObjectKeyFromObject(obj))
+	key := client.ObjectKeyFromObject(obj)
+	if last, ok := w.m[key]; ok && caughtUp(obj, last.obj.GetUID(), last.replaced) {
+		delete(w.m, key)
+	}
+}
+
+// readYourWrite replaces obj, as read from the cache, with the object as the last status write
+// left it when the cache still holds the version that write replaced; it forgets the write once
+// the cache holds anything else.
+func (w *statusWrites) readYourWrite(obj client.Object) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	key := client.ObjectKeyFromObject(obj)
 	last, ok := w.m[key]
 	if !ok {
 		return
 	}
-	if last.obj.GetUID() != obj.GetUID() || !slices.Contains(last.replaced, obj.GetResourceVersion()) {
+	if caughtUp(obj, last.obj.GetUID(), last.replaced) {
 		delete(w.m, key)
 		return
 	}
 	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(last.obj.DeepCopyObject()).Elem())
 }
 
-func (w *statusWrites) forget(obj client.Object, key types.NamespacedName) {
+// forget forgets the write of an object that is gone.
+func (w *statusWrites) forget(key types.NamespacedName) {
+	if w == nil {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.m, writeKey(obj, key))
+	delete(w.m, key)
 }
 
 // scope is one reconcile of one object.
@@ -116,14 +186,16 @@ type scope[T client.Object, O any] struct {
 	now time.Time
 
 	c client.Client
+	// writes remembers the status writes until the cache holds them (nil: not at all).
+	writes *statusWrites
 	// optimisticLock makes a status write fail with a conflict when the stored status changed
 	// since it was read (another process wrote it).
 	optimisticLock bool
 }
 
-// newScope starts the reconcile of obj at now.
-func newScope[T client.Object, O any](c client.Client, obj T, obs O, now time.Time) *scope[T, O] {
-	return &scope[T, O]{obj: obj, stored: obj.DeepCopyObject().(T), obs: obs, now: now, c: c}
+// newScope starts the reconcile of obj at now; its status writes are remembered in writes.
+func newScope[T client.Object, O any](c client.Client, writes *statusWrites, obj T, obs O, now time.Time) *scope[T, O] {
+	return &scope[T, O]{obj: obj, stored: obj.DeepCopyObject().(T), obs: obs, now: now, c: c, writes: writes}
 }
 
 // writeStatus writes obj's status when it differs from the stored one. Most kinds write only at
@@ -147,7 +219,7 @@ func (s *scope[T, O]) writeStatus(ctx context.Context) error {
 		return fmt.Errorf("writing the status of %s: %w", klog.KObj(s.obj), err)
 	}
 	s.stored = s.obj.DeepCopyObject().(T)
-	ownWrites.wrote(s.obj, replaced)
+	s.writes.wrote(ctx, s.obj, replaced)
 	return nil
 }
 

@@ -21,7 +21,7 @@ type testScope = scope[*hicachev1alpha1.CacheFlush, *[]string]
 func newTestScope() *testScope {
 	cf := &hicachev1alpha1.CacheFlush{ObjectMeta: metav1.ObjectMeta{Name: "f", Namespace: "default", Generation: 2}}
 	cf.Status.Removed = 7
-	return newScope(nil, cf, &[]string{}, t0.Time)
+	return newScope(nil, nil, cf, &[]string{}, t0.Time)
 }
 
 // ran is a phase that records its name and returns st and err.
