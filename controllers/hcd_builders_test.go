@@ -555,8 +555,8 @@ func TestBuildConfigMap(t *testing.T) {
 			if err := json.Unmarshal([]byte(cm.Data["plan.json"]), &plan); err != nil {
 				t.Fatalf("plan.json: %v", err)
 			}
-			if len(plan.Ranks) != 4 {
-				t.Errorf("plan.json has %d ranks, want 4", len(plan.Ranks))
+			if plan.NumRanks() != 4 {
+				t.Errorf("plan.json has %d ranks, want 4", plan.NumRanks())
 			}
 			if !strings.Contains(cm.Data["layout.txt"], "namespace: "+r.Namespace+"\n") || !strings.Contains(cm.Data["layout.txt"], r.Fingerprint) {
 				t.Errorf("layout.txt does not name namespace %s and fingerprint %s:\n%s", r.Namespace, r.Fingerprint, cm.Data["layout.txt"])

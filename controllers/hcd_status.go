@@ -346,7 +346,7 @@ func groupsOffLayout(obs *observed, res *resolve.Resolved) []groupKey {
 
 func planStatus(res *resolve.Resolved) *hicachev1alpha1.PlanStatus {
 	p := &hicachev1alpha1.PlanStatus{
-		Ranks:   int32(len(res.Plan.Ranks)),
+		Ranks:   int32(res.Plan.NumRanks()),
 		Nodes:   int32(res.Nodes),
 		Writers: int32(res.Writers()),
 		Summary: truncate(res.Plan.Summary(), 1024),

@@ -522,7 +522,7 @@ func TestClusterStatus(t *testing.T) {
 	if rep.Backend == nil || !rep.Backend.Found || rep.Backend.Ready == nil || rep.Backend.Ready.Status != metav1.ConditionTrue {
 		t.Errorf("backend %+v, want found and Ready", rep.Backend)
 	}
-	if rep.Duties.Source != "ConfigMap dsv4-hicache" || rep.Duties.Plan == nil || len(rep.Duties.Plan.Ranks) != 16 {
+	if rep.Duties.Source != "ConfigMap dsv4-hicache" || rep.Duties.Plan == nil || rep.Duties.Plan.NumRanks() != 16 {
 		t.Errorf("duties from %q with %+v", rep.Duties.Source, rep.Duties.Plan)
 	}
 

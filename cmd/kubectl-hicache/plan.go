@@ -476,7 +476,7 @@ func writePlan(w io.Writer, p *planReport) error {
 			return err
 		}
 
-		fmt.Fprintf(w, "\nL3 duties of one serving group (writers: %d of %s):\n", p.Writers, plural(len(p.Plan.Ranks), "rank"))
+		fmt.Fprintf(w, "\nL3 duties of one serving group (writers: %d of %s):\n", p.Writers, plural(p.Plan.NumRanks(), "rank"))
 		fmt.Fprintf(w, "%s\n\n", p.Summary)
 		if err := p.Plan.WriteTable(w); err != nil {
 			return err
@@ -558,7 +558,7 @@ func writeRoles(w io.Writer, tw *tabwriter.Writer, p *planReport) error {
 			fmt.Fprintf(w, "Each %s rank lends %s to the store (global_segment_size %s); %s per pod, %s per group.\n",
 				r.Role, bytesQ(m.PerRank), bytesQ(m.GlobalSegmentSize), bytesQ(m.PerPod), bytesQ(m.PerGroup))
 		}
-		fmt.Fprintf(w, "L3 duties of one %s group (writers: %d of %s):\n", r.Role, r.Writers, plural(len(r.Plan.Ranks), "rank"))
+		fmt.Fprintf(w, "L3 duties of one %s group (writers: %d of %s):\n", r.Role, r.Writers, plural(r.Plan.NumRanks(), "rank"))
 		fmt.Fprintf(w, "%s\n", r.Summary)
 		for _, warn := range r.Warnings {
 			fmt.Fprintf(w, "Warning: %s\n", warn)

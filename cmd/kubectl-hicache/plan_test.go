@@ -64,11 +64,11 @@ func TestPlanSamples(t *testing.T) {
 				t.Errorf("layout = %s / %s / %s, resolve gives %s / %s / %s", got.Layout.Fingerprint, got.Layout.ShortHash,
 					got.Layout.Namespace, want.Fingerprint, want.ShortHash, want.Namespace)
 			}
-			if len(got.Plan.Ranks) != tc.ranks || got.Writers != tc.writers {
-				t.Errorf("ranks %d, writers %d; want %d, %d", len(got.Plan.Ranks), got.Writers, tc.ranks, tc.writers)
+			if got.Plan.NumRanks() != tc.ranks || got.Writers != tc.writers {
+				t.Errorf("ranks %d, writers %d; want %d, %d", got.Plan.NumRanks(), got.Writers, tc.ranks, tc.writers)
 			}
 			writing := 0
-			for _, r := range got.Plan.Ranks {
+			for _, r := range got.Plan.Ranks() {
 				if len(r.Writes) > 0 {
 					writing++
 				}
@@ -78,7 +78,7 @@ func TestPlanSamples(t *testing.T) {
 			}
 			for rank, pools := range tc.writerPools {
 				var gotPools []string
-				for _, p := range got.Plan.Ranks[rank].WritePools() {
+				for _, p := range got.Plan.Rank(rank).WritePools() {
 					gotPools = append(gotPools, string(p))
 				}
 				if len(pools) == 0 && len(gotPools) != 0 || len(pools) > 0 && !hasAll(gotPools, pools) {
@@ -124,7 +124,7 @@ func hasAll(got, want []string) bool {
 // The DeepSeek-V4 sample: exactly one writer rank and 15 ranks with no duties.
 func TestPlanDeepSeekV4FollowersHaveNoDuties(t *testing.T) {
 	pl := planOf(t, "-f", sample("deepseek_v4"))
-	ranks := pl.Deployments[0].Plan.Ranks
+	ranks := pl.Deployments[0].Plan.Ranks()
 	var writers, idle []int
 	for _, r := range ranks {
 		if r.HasDuties() {

@@ -393,8 +393,10 @@ func groups(obs *observation, role hicachev1alpha1.Role, desired int32, nodes in
 		}
 	}
 	perPod := 0
-	if plan != nil && nodes > 0 && len(plan.Ranks)%nodes == 0 {
-		perPod = len(plan.Ranks) / nodes
+	var ranks []cache.RankDuty
+	if plan != nil && nodes > 0 && plan.NumRanks()%nodes == 0 {
+		perPod = plan.NumRanks() / nodes
+		ranks = plan.Ranks()
 	}
 	for i := range obs.pods {
 		p := &obs.pods[i]
@@ -410,7 +412,7 @@ func groups(obs *observation, role hicachev1alpha1.Role, desired int32, nodes in
 			FirstRank: -1, LastRank: -1}
 		if perPod > 0 && rank >= 0 {
 			pr.FirstRank, pr.LastRank = rank*perPod, (rank+1)*perPod-1
-			for _, d := range plan.Ranks {
+			for _, d := range ranks {
 				if d.GlobalRank >= pr.FirstRank && d.GlobalRank <= pr.LastRank && d.HasDuties() {
 					pr.Writers++
 				}
@@ -566,12 +568,7 @@ func writeDutiesOf(w io.Writer, r *statusReport, d dutiesReport, what string) er
 		fmt.Fprintf(w, "\nL3 duties of %s: unknown: %s\n", what, d.Note)
 		return nil
 	}
-	writers := 0
-	for _, rk := range d.Plan.Ranks {
-		if rk.HasDuties() {
-			writers++
-		}
-	}
+	writers := d.Plan.Writers()
 	if r.Storage == nil {
 		writers = 0
 	}
@@ -579,7 +576,7 @@ func writeDutiesOf(w io.Writer, r *statusReport, d dutiesReport, what string) er
 	if d.Note != "" {
 		src += "; " + d.Note
 	}
-	fmt.Fprintf(w, "\nL3 duties of %s (writers: %d of %s; %s):\n", what, writers, plural(len(d.Plan.Ranks), "rank"), src)
+	fmt.Fprintf(w, "\nL3 duties of %s (writers: %d of %s; %s):\n", what, writers, plural(d.Plan.NumRanks(), "rank"), src)
 	if r.Storage == nil {
 		fmt.Fprintln(w, "no L3 store: no rank writes to L3; the table is what each rank would do with one")
 	} else {

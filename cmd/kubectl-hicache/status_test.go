@@ -44,7 +44,7 @@ func observe(t *testing.T, sampleName string) *observed {
 			{Type: "Ready", Status: "True", Reason: "AllGroupsReady", Message: "All 1 serving groups are ready", LastTransitionTime: at},
 			{Type: "BackendReady", Status: "True", Reason: "BackendReady", Message: `CacheBackend "mooncake" is ready at 10.0.0.9:50051`, LastTransitionTime: at},
 		},
-		Plan: &hicachev1alpha1.PlanStatus{Ranks: int32(len(r.Plan.Ranks)), Nodes: int32(r.Nodes), Writers: int32(r.Writers()), Summary: r.Plan.Summary()},
+		Plan: &hicachev1alpha1.PlanStatus{Ranks: int32(r.Plan.NumRanks()), Nodes: int32(r.Nodes), Writers: int32(r.Writers()), Summary: r.Plan.Summary()},
 		Cache: &hicachev1alpha1.CacheStatus{
 			LayoutHash: r.Fingerprint, ShortHash: r.ShortHash, Namespace: r.Namespace,
 			StaleNamespaces:        []hicachev1alpha1.StaleNamespace{{Namespace: "hc-0123456789", LayoutHash: "0123456789", Since: at, BlockedBy: "still used by HiCacheDeployment other"}},
@@ -178,8 +178,9 @@ func TestStatusReportDuties(t *testing.T) {
 	marked := func(t *testing.T) *corev1.ConfigMap {
 		r := resolveHCD(t, observe(t, "deepseek_v4").Obj().hcd)
 		p := r.Plan
-		p.Ranks = append([]cache.RankDuty(nil), p.Ranks...)
-		p.Ranks[9].Writes = []cache.PoolKeys{{Pool: "swa", KeySuffixes: []string{"_swa"}}}
+		ranks := append([]cache.RankDuty(nil), p.Ranks()...)
+		ranks[9].Writes = []cache.PoolKeys{{Pool: "swa", KeySuffixes: []string{"_swa"}}}
+		p = p.WithRanks(ranks)
 		b, err := json.Marshal(p)
 		if err != nil {
 			t.Fatal(err)
@@ -207,10 +208,10 @@ func TestStatusReportDuties(t *testing.T) {
 			if d.Source != tt.wantSource || d.Note != tt.wantNote {
 				t.Errorf("source %q note %q, want %q and %q", d.Source, d.Note, tt.wantSource, tt.wantNote)
 			}
-			if d.Plan == nil || len(d.Plan.Ranks) != 16 {
+			if d.Plan == nil || d.Plan.NumRanks() != 16 {
 				t.Fatalf("plan %+v, want 16 ranks", d.Plan)
 			}
-			if got := d.Plan.Ranks[9].HasDuties(); got != tt.wantRank9Writes {
+			if got := d.Plan.Rank(9).HasDuties(); got != tt.wantRank9Writes {
 				t.Errorf("rank 9 writes: %v, want %v", got, tt.wantRank9Writes)
 			}
 			// The pod of node rank 1 runs ranks 8-15: its writers follow the plan used.
@@ -410,7 +411,7 @@ func TestStatusReportRoles(t *testing.T) {
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(grp{})); diff != "" {
 		t.Errorf("groups (-want +got):\n%s", diff)
 	}
-	if len(rep.Roles) != 2 || rep.Roles[1].Duties.Source != "ConfigMap "+resolve.ConfigMapName(h.Name) || len(rep.Roles[1].Duties.Plan.Ranks) != 16 {
+	if len(rep.Roles) != 2 || rep.Roles[1].Duties.Source != "ConfigMap "+resolve.ConfigMapName(h.Name) || rep.Roles[1].Duties.Plan.NumRanks() != 16 {
 		t.Errorf("role duties %+v, want the decode's 16 ranks from the ConfigMap", rep.Roles)
 	}
 	var out bytes.Buffer

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"encoding/json"
 	"syscall"
 	"testing"
 	"time"
@@ -78,6 +79,31 @@ func BenchmarkPlanAndFingerprint(b *testing.B) {
 				_ = Namespace(Facts(topo, benchSettings))
 			}
 			reportCPU(b, start)
+		})
+	}
+}
+
+// BenchmarkPlanJSONAndTable is what a reconcile makes of a plan for the deployment's ConfigMap
+// (plan.json and plan.txt): every rank spelt out, as JSON and as a table.
+func BenchmarkPlanJSONAndTable(b *testing.B) {
+	for name, topo := range benchTopologies(b) {
+		b.Run(name, func(b *testing.B) {
+			p, err := Plan(topo)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			start := cpuTime(b)
+			size := 0
+			for b.Loop() {
+				j, err := json.MarshalIndent(p, "", "  ")
+				if err != nil {
+					b.Fatal(err)
+				}
+				size = len(j) + len(p.String())
+			}
+			reportCPU(b, start)
+			b.ReportMetric(float64(size), "bytes")
 		})
 	}
 }

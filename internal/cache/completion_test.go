@@ -76,7 +76,7 @@ func TestCompletedTokensAcrossTopologies(t *testing.T) {
 			t.Run(sname+"/"+lname, func(t *testing.T) {
 				p := mustPlan(t, sc.topo(l.tp, l.pp).Obj(t))
 				want, got := map[int]int{}, map[int]int{}
-				for _, d := range p.Ranks {
+				for _, d := range p.Ranks() {
 					want[d.GlobalRank] = sc.want(d)
 					got[d.GlobalRank] = CompletedTokens(d, tokens, resultsFor(d, 4, sc.failPool))
 				}
@@ -92,7 +92,7 @@ func TestCompletedTokensFollowerCases(t *testing.T) {
 	const tokens = 128
 	mla := mustPlan(t, mk("DeepSeekV3").TP(8).Obj(t))
 	sidecar := mustPlan(t, mk("DeepSeekV3").TP(8).Draft(DraftEAGLE3).Obj(t))
-	pureFollower, sidecarFollower := mla.Ranks[5], sidecar.Ranks[5]
+	pureFollower, sidecarFollower := mla.Ranks()[5], sidecar.Ranks()[5]
 
 	cases := map[string]struct {
 		duty    RankDuty

@@ -80,8 +80,8 @@ func writesOf(d RankDuty) string {
 
 // writesByRank maps every global rank to writesOf.
 func writesByRank(p RankPlan) map[int]string {
-	out := make(map[int]string, len(p.Ranks))
-	for _, r := range p.Ranks {
+	out := make(map[int]string, len(p.Ranks()))
+	for _, r := range p.Ranks() {
 		out[r.GlobalRank] = writesOf(r)
 	}
 	return out
@@ -99,13 +99,13 @@ func warningCodes(p RankPlan) []WarningCode {
 // every violation in words.
 func checkInvariants(topo Topology, p RankPlan) []string {
 	var bad []string
-	if got, want := len(p.Ranks), topo.TotalRanks(); got != want {
+	if got, want := len(p.Ranks()), topo.TotalRanks(); got != want {
 		bad = append(bad, fmt.Sprintf("plan has %d ranks, want %d", got, want))
 	}
 	type groupKey struct{ rep, pp, dp int }
 	writers := map[groupKey]map[PoolName]int{}
 	seenGlobal := map[int]bool{}
-	for _, r := range p.Ranks {
+	for _, r := range p.Ranks() {
 		if seenGlobal[r.GlobalRank] {
 			bad = append(bad, fmt.Sprintf("global rank %d appears twice", r.GlobalRank))
 		}
@@ -148,7 +148,7 @@ func checkInvariants(topo Topology, p RankPlan) []string {
 			}
 		}
 	}
-	if want := topo.Replicas() * topo.PipelineParallel * topo.AttentionDPGroups(); len(writers) != want && len(p.Ranks) > 0 {
+	if want := topo.Replicas() * topo.PipelineParallel * topo.AttentionDPGroups(); len(writers) != want && len(p.Ranks()) > 0 {
 		bad = append(bad, fmt.Sprintf("plan has %d writer groups, want %d", len(writers), want))
 	}
 	return bad

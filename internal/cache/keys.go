@@ -201,7 +201,7 @@ func (w *suffixWriter) cut() []string {
 func KeysForPage(plan RankPlan, prefix, pageHashHex string) []string {
 	seen := make(map[string]struct{})
 	var out []string
-	for _, r := range plan.Ranks {
+	for _, r := range plan.Ranks() {
 		for _, w := range r.Writes {
 			for _, s := range w.KeySuffixes {
 				k := prefix + pageHashHex + s

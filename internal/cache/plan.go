@@ -1,8 +1,10 @@
 package cache
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,21 +69,134 @@ type Warning struct {
 	Message string     `json:"message"`
 }
 
-// RankPlan is the per-rank L3 duty plan of a topology. Its slices share backing
-// arrays (a rank's writes are part of its reads, ranks of one PP stage share
-// the KeySuffixes of replicated pools): treat a plan as read-only.
+// RankPlan is the per-rank L3 duty plan of a topology. A plan from Plan or RolePlan holds what
+// each class of rank does (the leader and the followers of each PP stage: every replica and
+// attention-DP group has the same duties) and spells out a rank's duties and key suffixes only
+// when asked (Rank, Ranks); a plan read from JSON or made by WithRanks holds them rank by rank.
+// Its JSON is the header and every rank's duties, the same either way. Ranks share backing
+// arrays (a rank's writes are part of its reads, ranks of one PP stage share the KeySuffixes of
+// replicated pools): treat a plan and what it returns as read-only.
 type RankPlan struct {
-	Attention        AttentionKind `json:"attention"`
-	Backend          BackendType   `json:"backend"`
-	TensorParallel   int           `json:"tensorParallel"`
-	PipelineParallel int           `json:"pipelineParallel"`
-	AttentionTP      int           `json:"attentionTP"`
+	Attention        AttentionKind
+	Backend          BackendType
+	TensorParallel   int
+	PipelineParallel int
+	AttentionTP      int
 	// AttentionDPGroups is the number of attention-DP groups per TP group.
-	AttentionDPGroups int `json:"attentionDPGroups"`
+	AttentionDPGroups int
 	// Replicas is the number of data-parallel replicas without DP attention.
-	Replicas int        `json:"replicas"`
-	Ranks    []RankDuty `json:"ranks"`
-	Warnings []Warning  `json:"warnings,omitempty"`
+	Replicas int
+	Warnings []Warning
+
+	// shape is the duties of each class of rank; nil in a plan that holds ranks.
+	shape *planShape
+	ranks []RankDuty
+}
+
+// rankPlanJSON is a RankPlan as JSON: the header, every rank, the warnings.
+type rankPlanJSON struct {
+	Attention         AttentionKind `json:"attention"`
+	Backend           BackendType   `json:"backend"`
+	TensorParallel    int           `json:"tensorParallel"`
+	PipelineParallel  int           `json:"pipelineParallel"`
+	AttentionTP       int           `json:"attentionTP"`
+	AttentionDPGroups int           `json:"attentionDPGroups"`
+	Replicas          int           `json:"replicas"`
+	Ranks             []RankDuty    `json:"ranks"`
+	Warnings          []Warning     `json:"warnings,omitempty"`
+}
+
+// MarshalJSON writes the header, every rank's duties and the warnings.
+func (p RankPlan) MarshalJSON() ([]byte, error) {
+	if p.shape != nil {
+		return p.shape.appendJSON(nil, &p)
+	}
+	return json.Marshal(rankPlanJSON{
+		Attention: p.Attention, Backend: p.Backend, TensorParallel: p.TensorParallel, PipelineParallel: p.PipelineParallel,
+		AttentionTP: p.AttentionTP, AttentionDPGroups: p.AttentionDPGroups, Replicas: p.Replicas,
+		Ranks: p.Ranks(), Warnings: p.Warnings,
+	})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes: a plan that holds its ranks.
+func (p *RankPlan) UnmarshalJSON(b []byte) error {
+	var j rankPlanJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*p = RankPlan{
+		Attention: j.Attention, Backend: j.Backend, TensorParallel: j.TensorParallel, PipelineParallel: j.PipelineParallel,
+		AttentionTP: j.AttentionTP, AttentionDPGroups: j.AttentionDPGroups, Replicas: j.Replicas,
+		Warnings: j.Warnings, ranks: j.Ranks,
+	}
+	return nil
+}
+
+// WithRanks returns the plan with these ranks instead of its own (the header and warnings
+// stay).
+func (p RankPlan) WithRanks(ranks []RankDuty) RankPlan {
+	p.shape, p.ranks = nil, ranks
+	return p
+}
+
+// Equal reports whether two plans have the same header, ranks and warnings, however each holds
+// its ranks.
+func (p RankPlan) Equal(q RankPlan) bool {
+	if p.Attention != q.Attention || p.Backend != q.Backend || p.TensorParallel != q.TensorParallel ||
+		p.PipelineParallel != q.PipelineParallel || p.AttentionTP != q.AttentionTP ||
+		p.AttentionDPGroups != q.AttentionDPGroups || p.Replicas != q.Replicas ||
+		!reflect.DeepEqual(p.Warnings, q.Warnings) || p.NumRanks() != q.NumRanks() {
+		return false
+	}
+	return reflect.DeepEqual(p.Ranks(), q.Ranks())
+}
+
+// NumRanks is the number of ranks of the plan.
+func (p RankPlan) NumRanks() int {
+	if p.shape == nil {
+		return len(p.ranks)
+	}
+	return p.shape.numRanks()
+}
+
+// Rank returns the duties of the i-th rank (global rank i), 0 <= i < NumRanks.
+func (p RankPlan) Rank(i int) RankDuty {
+	if p.shape == nil {
+		return p.ranks[i]
+	}
+	if i < 0 || i >= p.shape.numRanks() {
+		panic(fmt.Sprintf("cache: rank %d of a plan of %d ranks", i, p.shape.numRanks()))
+	}
+	return p.shape.rank(i)
+}
+
+// Ranks returns every rank's duties, in global rank order. A plan from Plan spells them out on
+// every call (for 256 ranks, hundreds of microseconds): count with NumRanks and Writers, and
+// describe with Summary, where they are enough.
+func (p RankPlan) Ranks() []RankDuty {
+	if p.shape == nil {
+		return p.ranks
+	}
+	return p.shape.allRanks()
+}
+
+// Writers is the number of ranks with at least one L3 write duty.
+func (p RankPlan) Writers() int {
+	n := 0
+	for i := range p.NumRanks() {
+		if len(p.writePools(i)) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// writePools returns the names of the pools rank i writes.
+func (p RankPlan) writePools(i int) []PoolName {
+	if p.shape == nil {
+		return poolsOf(p.ranks[i].Writes)
+	}
+	return p.shape.writePools(p.shape.leads(i % p.shape.attnTP))
 }
 
 // Plan computes, for every rank of a valid topology, the pools it writes to
@@ -101,177 +216,323 @@ func Plan(t Topology) (RankPlan, error) {
 	if err := t.Validate(); err != nil {
 		return RankPlan{}, fmt.Errorf("cannot plan rank duties: %w", err)
 	}
-	attnTP := t.AttentionTP()
-	plan := RankPlan{
+	s := newPlanShape(t)
+	return RankPlan{
 		Attention:         t.Attention,
 		Backend:           t.Backend,
 		TensorParallel:    t.TensorParallel,
 		PipelineParallel:  t.PipelineParallel,
-		AttentionTP:       attnTP,
-		AttentionDPGroups: t.AttentionDPGroups(),
-		Replicas:          t.Replicas(),
-		Ranks:             make([]RankDuty, 0, t.TotalRanks()),
-	}
+		AttentionTP:       s.attnTP,
+		AttentionDPGroups: s.dpGroups,
+		Replicas:          s.replicas,
+		Warnings:          planWarnings(t),
+		shape:             s,
+	}, nil
+}
+
+// roleDuties is what a role's ranks keep of the duties the topology gives them.
+type roleDuties uint8
+
+const (
+	roleReadsAndWrites roleDuties = iota
+	// roleWritesOnly ranks write what the plan says and read nothing (decode offload).
+	roleWritesOnly
+	// roleNoDuties ranks neither read nor write.
+	roleNoDuties
+)
+
+// planShape is what each class of rank of a topology does: a rank's duties depend on whether it
+// leads its (replica, PP stage, attention-DP group), and its key suffixes on its stage and, for
+// rank-sharded pools, its attention-TP rank; nothing else. A rank-sharded pool's suffix is "_",
+// the attention-TP rank, "_" and the stage under PP, then a tail that is the same for every rank.
+type planShape struct {
+	topo                                Topology
+	tp, pp, attnTP, dpGroups, replicas  int
+	replicatedTarget                    bool
+	pools                               []PoolName
+	shardings                           []Sharding
+	byFollowers                         []bool // whether a follower of a replicated target writes pool i
+	followerPools                       int
+	leaderWrites, followerWrites        []PoolName
+	repl                                [][]string // [stage*len(pools)+i]: the suffixes of replicated pool i
+	tails                               [][]string // [i]: the tails of rank-sharded pool i's suffixes
+	shardedPerRank, shardedBytesPerRank int        // suffixes and bytes of one rank's rank-sharded pools
+	role                                roleDuties
+	noDutiesReason                      string // the reason of every rank with roleNoDuties
+}
+
+func newPlanShape(t Topology) *planShape {
 	pools := t.objectPools()
 	np := len(pools)
-	replicatedTarget := t.Attention.RankReplicated()
-	// What each pool is to every rank: its sharding, and whether a follower of a replicated
-	// target writes it (a leader writes every pool).
-	shardings := make([]Sharding, np)
-	byFollowers := make([]bool, np)
-	followerPools := 0
+	s := &planShape{
+		topo: t, tp: t.TensorParallel, pp: t.PipelineParallel, attnTP: t.AttentionTP(), dpGroups: t.AttentionDPGroups(),
+		replicas: t.Replicas(), replicatedTarget: t.Attention.RankReplicated(), pools: pools,
+		shardings: make([]Sharding, np), byFollowers: make([]bool, np),
+		repl: make([][]string, t.PipelineParallel*np), tails: make([][]string, np),
+	}
 	for i, p := range pools {
-		shardings[i] = t.PoolSharding(p)
-		if byFollowers[i] = followerWrites(t, p, shardings[i]); byFollowers[i] {
-			followerPools++
+		s.shardings[i] = t.PoolSharding(p)
+		if s.byFollowers[i] = followerWrites(t, p, s.shardings[i]); s.byFollowers[i] {
+			s.followerPools++
 		}
 	}
-	suffixes := newPlanSuffixes(t, pools, shardings, attnTP)
-	// Every rank's reads are cut from one slab. A leader writes every pool: its writes are its
-	// reads. A follower writes the pools followers write: a run of its reads when they are
-	// neighbours (a sidecar draft's pools come last), else its own part of the slab.
-	first := slices.Index(byFollowers, true)
+	s.leaderWrites = pools
+	s.followerWrites = pools
+	if s.replicatedTarget {
+		s.followerWrites = make([]PoolName, 0, s.followerPools)
+		for i, p := range pools {
+			if s.byFollowers[i] {
+				s.followerWrites = append(s.followerWrites, p)
+			}
+		}
+	}
+	// Every replicated suffix of every stage, and the tails of the rank-sharded pools (their
+	// suffixes on attention-TP rank 0 without PP, less the leading "_0"), cut from one string.
+	counts := make([]int, np)
+	w := suffixWriter{b: make([]byte, 0, 32*(t.PipelineParallel+1)*np), ends: make([]int, 0, 2*(t.PipelineParallel+1)*np)}
+	for pp := 0; pp < t.PipelineParallel; pp++ {
+		for i, p := range pools {
+			if s.shardings[i] == Replicated {
+				n := len(w.ends)
+				w.write(SuffixInput{Pool: p, Sharding: Replicated, PPRank: pp, PipelineParallel: t.PipelineParallel, MambaConvBuffers: t.MambaConvBuffers})
+				counts[i] = len(w.ends) - n
+			}
+		}
+	}
+	for i, p := range pools {
+		if s.shardings[i] != Replicated {
+			n := len(w.ends)
+			w.write(SuffixInput{Pool: p, Sharding: s.shardings[i], PipelineParallel: 1, MambaConvBuffers: t.MambaConvBuffers})
+			counts[i] = len(w.ends) - n
+		}
+	}
+	all := w.cut()
+	for pp := 0; pp < t.PipelineParallel; pp++ {
+		for i := range pools {
+			if s.shardings[i] == Replicated {
+				n := counts[i]
+				s.repl[pp*np+i], all = all[:n:n], all[n:]
+			}
+		}
+	}
+	for i := range pools {
+		if s.shardings[i] != Replicated {
+			n := counts[i]
+			s.tails[i], all = all[:n:n], all[n:]
+			for j, tail := range s.tails[i] {
+				s.tails[i][j] = tail[len("_0"):]
+				s.shardedBytesPerRank += len(tail)
+			}
+			s.shardedPerRank += n
+		}
+	}
+	return s
+}
+
+func (s *planShape) numRanks() int { return s.replicas * s.pp * s.tp }
+
+// leads reports whether attention-TP rank tp writes every pool: rank 0 of a replicated target,
+// every rank of a sharded one.
+func (s *planShape) leads(tp int) bool { return tp == 0 || !s.replicatedTarget }
+
+// writePools returns the pools a leader or a follower writes.
+func (s *planShape) writePools(leader bool) []PoolName {
+	switch {
+	case s.role == roleNoDuties:
+		return nil
+	case leader:
+		return s.leaderWrites
+	}
+	return s.followerWrites
+}
+
+// writeSharded appends the suffixes of rank-sharded pool i for attention-TP rank tp of stage pp.
+func (s *planShape) writeSharded(w *suffixWriter, i, tp, pp int) {
+	for _, tail := range s.tails[i] {
+		w.b = append(w.b, '_')
+		w.b = strconv.AppendInt(w.b, int64(tp), 10)
+		if s.pp > 1 {
+			w.b = append(w.b, '_')
+			w.b = strconv.AppendInt(w.b, int64(pp), 10)
+		}
+		w.b = append(w.b, tail...)
+		w.ends = append(w.ends, len(w.b))
+	}
+}
+
+// reason is the reason of a leader or a follower of stage pp.
+func (s *planShape) reason(pp int, leader bool) string {
+	if s.role == roleNoDuties {
+		return s.noDutiesReason
+	}
+	d := RankDuty{PPRank: pp, Writes: make([]PoolKeys, 0, len(s.pools))}
+	for i, p := range s.pools {
+		if leader || s.byFollowers[i] {
+			d.Writes = append(d.Writes, PoolKeys{Pool: p, Sharding: s.shardings[i]})
+		}
+	}
+	r := dutyReason(s.topo, d, leader)
+	if s.role == roleWritesOnly {
+		r += "; reads nothing (decode offload)"
+	}
+	return r
+}
+
+// duty fills in a rank's numbers.
+func (s *planShape) duty(rep, pp, dpg, tp int, reads, writes []PoolKeys, reason string) RankDuty {
+	d := RankDuty{
+		GlobalRank: (rep*s.pp+pp)*s.tp + dpg*s.attnTP + tp,
+		TPRank:     tp,
+		PPRank:     pp,
+		DPRank:     dpg,
+		Reads:      reads,
+		Writes:     writes,
+		Reason:     reason,
+	}
+	if !s.topo.DPAttention {
+		d.DPRank = rep
+	}
+	return d
+}
+
+// applyRole takes from a rank the duties its role does not do.
+func (s *planShape) applyRole(d *RankDuty) {
+	switch s.role {
+	case roleWritesOnly:
+		d.Reads = []PoolKeys{}
+	case roleNoDuties:
+		d.Reads, d.Writes = []PoolKeys{}, []PoolKeys{}
+	}
+}
+
+// rank spells out the duties of global rank i.
+func (s *planShape) rank(i int) RankDuty {
+	tp := i % s.attnTP
+	g := i / s.attnTP
+	dpg := g % s.dpGroups
+	g /= s.dpGroups
+	pp, rep := g%s.pp, g/s.pp
+	np := len(s.pools)
+	w := suffixWriter{b: make([]byte, 0, s.shardedBytesPerRank+8*s.shardedPerRank), ends: make([]int, 0, s.shardedPerRank)}
+	for i := range s.pools {
+		if s.shardings[i] != Replicated {
+			s.writeSharded(&w, i, tp, pp)
+		}
+	}
+	own := w.cut()
+	reads := make([]PoolKeys, np)
+	for i, p := range s.pools {
+		ks := s.repl[pp*np+i]
+		if ks == nil {
+			n := len(s.tails[i])
+			ks, own = own[:n:n], own[n:]
+		}
+		reads[i] = PoolKeys{Pool: p, Sharding: s.shardings[i], KeySuffixes: ks}
+	}
+	leader := s.leads(tp)
+	writes := reads
+	if !leader {
+		writes = make([]PoolKeys, 0, s.followerPools)
+		for i := range s.pools {
+			if s.byFollowers[i] {
+				writes = append(writes, reads[i])
+			}
+		}
+	}
+	d := s.duty(rep, pp, dpg, tp, reads, writes, s.reason(pp, leader))
+	s.applyRole(&d)
+	return d
+}
+
+// allRanks spells out every rank's duties. Every suffix is written into one buffer and cut from
+// one string, every rank's reads are cut from one slab and its writes are a run of its reads (a
+// leader writes every pool, a follower the trailing draft pools) or its own part of the slab,
+// ranks of another replica or attention-DP group copy the reads of the same rank of the first,
+// and a reason is built once per (stage, leader or follower).
+func (s *planShape) allRanks() []RankDuty {
+	np := len(s.pools)
+	// The rank-sharded suffixes of every (stage, attention-TP rank), in that order.
+	w := suffixWriter{
+		b:    make([]byte, 0, s.pp*s.attnTP*(s.shardedBytesPerRank+8*s.shardedPerRank)),
+		ends: make([]int, 0, s.pp*s.attnTP*s.shardedPerRank),
+	}
+	for pp := 0; pp < s.pp; pp++ {
+		for tp := 0; tp < s.attnTP; tp++ {
+			for i := range s.pools {
+				if s.shardings[i] != Replicated {
+					s.writeSharded(&w, i, tp, pp)
+				}
+			}
+		}
+	}
+	own := w.cut()
+	first := slices.Index(s.byFollowers, true)
 	if first < 0 {
 		first = 0
 	}
-	run := first+followerPools <= np && !slices.Contains(byFollowers[first:first+followerPools], false)
-	groups := plan.Replicas * t.PipelineParallel * plan.AttentionDPGroups
-	size := groups * attnTP * np
-	if replicatedTarget && !run {
-		size += groups * (attnTP - 1) * followerPools
+	run := first+s.followerPools <= np && !slices.Contains(s.byFollowers[first:first+s.followerPools], false)
+	groups := s.replicas * s.pp * s.dpGroups
+	size := groups * s.attnTP * np
+	if s.replicatedTarget && !run {
+		size += groups * (s.attnTP - 1) * s.followerPools
 	}
 	slab := make([]PoolKeys, size)
-	// A rank's reason depends on its PP stage and whether it leads: one per (stage, role).
-	reasons := make([]string, 2*t.PipelineParallel)
+	ranks := make([]RankDuty, 0, s.numRanks())
+	reasons := make([]string, 2*s.pp)
 	off := 0
-	for rep := 0; rep < plan.Replicas; rep++ {
-		for pp := 0; pp < t.PipelineParallel; pp++ {
-			for dpg := 0; dpg < plan.AttentionDPGroups; dpg++ {
-				for tp := 0; tp < attnTP; tp++ {
-					leader := tp == 0 || !replicatedTarget
+	for rep := 0; rep < s.replicas; rep++ {
+		for pp := 0; pp < s.pp; pp++ {
+			for dpg := 0; dpg < s.dpGroups; dpg++ {
+				for tp := 0; tp < s.attnTP; tp++ {
+					leader := s.leads(tp)
 					reads := slab[off : off+np : off+np]
 					off += np
 					if rep == 0 && dpg == 0 {
-						for i, p := range pools {
-							reads[i] = PoolKeys{Pool: p, Sharding: shardings[i], KeySuffixes: suffixes.next(i, tp)}
+						for i, p := range s.pools {
+							ks := s.repl[pp*np+i]
+							if ks == nil {
+								n := len(s.tails[i])
+								ks, own = own[:n:n], own[n:]
+							}
+							reads[i] = PoolKeys{Pool: p, Sharding: s.shardings[i], KeySuffixes: ks}
 						}
 					} else {
 						// The same TP rank of the same stage in the first replica and group.
-						copy(reads, plan.Ranks[pp*plan.AttentionDPGroups*attnTP+tp].Reads)
+						copy(reads, ranks[pp*s.dpGroups*s.attnTP+tp].Reads)
 					}
-					var w []PoolKeys
+					var wr []PoolKeys
 					switch {
 					case leader:
-						w = reads
+						wr = reads
 					case run:
-						w = reads[first : first+followerPools : first+followerPools]
+						wr = reads[first : first+s.followerPools : first+s.followerPools]
 					default:
-						w = slab[off : off : off+followerPools]
-						off += followerPools
-						for i := range pools {
-							if byFollowers[i] {
-								w = append(w, reads[i])
+						wr = slab[off : off : off+s.followerPools]
+						off += s.followerPools
+						for i := range s.pools {
+							if s.byFollowers[i] {
+								wr = append(wr, reads[i])
 							}
 						}
-					}
-					d := RankDuty{
-						GlobalRank: (rep*t.PipelineParallel+pp)*t.TensorParallel + dpg*attnTP + tp,
-						TPRank:     tp,
-						PPRank:     pp,
-						DPRank:     dpg,
-						Reads:      reads,
-						Writes:     w,
-					}
-					if !t.DPAttention {
-						d.DPRank = rep
 					}
 					r := &reasons[2*pp]
 					if !leader {
 						r = &reasons[2*pp+1]
 					}
 					if *r == "" {
-						*r = dutyReason(t, d, leader)
+						*r = s.reason(pp, leader)
 					}
-					d.Reason = *r
-					plan.Ranks = append(plan.Ranks, d)
+					ranks = append(ranks, s.duty(rep, pp, dpg, tp, reads, wr, *r))
 				}
 			}
 		}
 	}
-	plan.Warnings = planWarnings(t)
-	return plan, nil
-}
-
-// planSuffixes hands out the key suffixes of a plan's ranks, all cut from one string: stage by
-// stage, the replicated pools' (one slice for every rank of the stage), then each attention-TP
-// rank's rank-sharded pools'. A rank-sharded pool's suffixes depend on the rank and the stage
-// only, not on the replica or the attention-DP group. next must be called in that order: for
-// each stage, for each rank, for each pool.
-type planSuffixes struct {
-	all       []string
-	shardings []Sharding
-	counts    []int      // suffixes of one page, by pool
-	repl      [][]string // the current stage's, by replicated pool
-	cur       int
-}
-
-func newPlanSuffixes(t Topology, pools []PoolName, shardings []Sharding, attnTP int) *planSuffixes {
-	s := &planSuffixes{shardings: shardings, counts: make([]int, len(pools)), repl: make([][]string, len(pools))}
-	var scratch suffixWriter
-	nStrings, nBytes := 0, 0
-	for i, p := range pools {
-		n, b := len(scratch.ends), len(scratch.b)
-		scratch.write(SuffixInput{Pool: p, Sharding: shardings[i], PipelineParallel: t.PipelineParallel, MambaConvBuffers: t.MambaConvBuffers})
-		s.counts[i] = len(scratch.ends) - n
-		per := 1
-		if shardings[i] != Replicated {
-			per = attnTP
-		}
-		nStrings += per * s.counts[i]
-		nBytes += per * (len(scratch.b) - b + 4*s.counts[i]) // room for longer rank numbers
-	}
-	w := suffixWriter{b: make([]byte, 0, nBytes*t.PipelineParallel), ends: make([]int, 0, nStrings*t.PipelineParallel)}
-	for pp := 0; pp < t.PipelineParallel; pp++ {
-		in := SuffixInput{PPRank: pp, PipelineParallel: t.PipelineParallel, MambaConvBuffers: t.MambaConvBuffers}
-		for i, p := range pools {
-			if shardings[i] == Replicated {
-				in.Pool, in.Sharding = p, shardings[i]
-				w.write(in)
-			}
-		}
-		for tp := 0; tp < attnTP; tp++ {
-			for i, p := range pools {
-				if shardings[i] != Replicated {
-					in.Pool, in.Sharding, in.TPRank = p, shardings[i], tp
-					w.write(in)
-				}
-			}
+	if s.role != roleReadsAndWrites {
+		for i := range ranks {
+			s.applyRole(&ranks[i])
 		}
 	}
-	s.all = w.cut()
-	return s
-}
-
-// next returns the suffixes of pool i for attention-TP rank tp of the current stage.
-func (s *planSuffixes) next(i, tp int) []string {
-	if tp == 0 && i == 0 {
-		// A new stage: its replicated pools come first.
-		for j, n := range s.counts {
-			if s.repl[j] = nil; s.shardings[j] == Replicated {
-				s.repl[j] = s.take(n)
-			}
-		}
-	}
-	if s.repl[i] != nil {
-		return s.repl[i]
-	}
-	return s.take(s.counts[i])
-}
-
-func (s *planSuffixes) take(n int) []string {
-	out := s.all[s.cur : s.cur+n : s.cur+n]
-	s.cur += n
-	return out
+	return ranks
 }
 
 // followerWrites is SGLang's should_backup for a rank with backup_skip set.
@@ -348,19 +609,19 @@ func joinPools(ps []PoolName) string {
 // (replica, PP stage, attention-DP group) has the same shape, so the first
 // group stands for all.
 func (p RankPlan) Summary() string {
-	if len(p.Ranks) == 0 {
+	n := p.NumRanks()
+	if n == 0 {
 		return "no ranks"
 	}
-	group := p.Ranks[:min(p.AttentionTP, len(p.Ranks))]
-	leader := poolsOf(group[0].Writes)
-	followers := group[1:]
+	group := min(p.AttentionTP, n)
+	leader := p.writePools(0)
 	var b strings.Builder
 	if n := p.PipelineParallel * p.AttentionDPGroups * p.Replicas; n > 1 {
 		fmt.Fprintf(&b, "in each of %d groups (%s): ", n, groupShape(p))
 	}
-	allSame := len(followers) > 0
-	for _, f := range followers {
-		if !writesPools(f.Writes, leader) {
+	allSame := group > 1
+	for f := 1; f < group; f++ {
+		if !slices.Equal(p.writePools(f), leader) {
 			allSame = false
 			break
 		}
@@ -369,21 +630,22 @@ func (p RankPlan) Summary() string {
 	case len(leader) == 0:
 		b.WriteString("TP0 writes nothing")
 	case allSame:
-		fmt.Fprintf(&b, "all %d ranks write their own keys of %s", len(group), joinPools(leader))
+		fmt.Fprintf(&b, "all %d ranks write their own keys of %s", group, joinPools(leader))
 	default:
 		fmt.Fprintf(&b, "TP0 writes %s", joinPools(leader))
 	}
-	if len(followers) > 0 && !allSame {
+	if group > 1 && !allSame {
 		// Group followers by what they write (they are normally uniform).
 		type bucket struct {
 			pools []PoolName
 			n     int
 		}
 		var buckets []bucket
-		for _, f := range followers {
-			i := slices.IndexFunc(buckets, func(bk bucket) bool { return writesPools(f.Writes, bk.pools) })
+		for f := 1; f < group; f++ {
+			ps := p.writePools(f)
+			i := slices.IndexFunc(buckets, func(bk bucket) bool { return slices.Equal(bk.pools, ps) })
 			if i < 0 {
-				buckets = append(buckets, bucket{pools: poolsOf(f.Writes)})
+				buckets = append(buckets, bucket{pools: ps})
 				i = len(buckets) - 1
 			}
 			buckets[i].n++
@@ -408,19 +670,6 @@ func (p RankPlan) Summary() string {
 	return b.String()
 }
 
-// writesPools reports whether ks are of the pools ps, in order.
-func writesPools(ks []PoolKeys, ps []PoolName) bool {
-	if len(ks) != len(ps) {
-		return false
-	}
-	for i, k := range ks {
-		if k.Pool != ps[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func groupShape(p RankPlan) string {
 	var parts []string
 	if p.Replicas > 1 {
@@ -443,7 +692,8 @@ func groupShape(p RankPlan) string {
 func (p RankPlan) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RANK\tTP\tPP\tDP\tWRITES\tREASON")
-	for _, g := range groupRanks(p.Ranks) {
+	ranks := p.Ranks()
+	for _, g := range groupRanks(ranks) {
 		first, last := g[0], g[len(g)-1]
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", span(first.GlobalRank, last.GlobalRank), span(first.TPRank, last.TPRank),
 			first.PPRank, first.DPRank, rowWrites(first), first.Reason)
@@ -451,9 +701,9 @@ func (p RankPlan) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(p.Ranks) > 0 {
+	if len(ranks) > 0 {
 		if _, err := fmt.Fprintf(w, "every rank reads %s: its own shard of rank-sharded pools, the one object of replicated ones\n",
-			joinPools(poolsOf(p.Ranks[0].Reads))); err != nil {
+			joinPools(poolsOf(ranks[0].Reads))); err != nil {
 			return err
 		}
 	}
@@ -512,4 +762,151 @@ func (p RankPlan) String() string {
 	var b strings.Builder
 	_ = p.WriteTable(&b)
 	return b.String()
+}
+
+// appendJSON appends the plan's JSON as encoding/json writes rankPlanJSON, straight from the
+// classes: what every rank of a class writes but its numbers and its rank-sharded suffixes is
+// encoded once.
+func (s *planShape) appendJSON(b []byte, p *RankPlan) ([]byte, error) {
+	np := len(s.pools)
+	// A pool's object: its head up to the suffixes, the escaped tails of a rank-sharded one,
+	// the whole object of a replicated one at each stage.
+	heads := make([][]byte, np)
+	tails := make([][]string, np)
+	repl := make([][]byte, s.pp*np)
+	for i, pl := range s.pools {
+		h := append([]byte(`{"pool":`), jsonString(nil, string(pl))...)
+		h = append(h, `,"sharding":`...)
+		h = jsonString(h, string(s.shardings[i]))
+		heads[i] = append(h, `,"keySuffixes":[`...)
+		if s.shardings[i] != Replicated {
+			tails[i] = make([]string, len(s.tails[i]))
+			for j, t := range s.tails[i] {
+				q := jsonString(nil, t)
+				tails[i][j] = string(q[1 : len(q)-1])
+			}
+			continue
+		}
+		for pp := 0; pp < s.pp; pp++ {
+			o := slices.Clone(heads[i])
+			for j, suffix := range s.repl[pp*np+i] {
+				if j > 0 {
+					o = append(o, ',')
+				}
+				o = jsonString(o, suffix)
+			}
+			repl[pp*np+i] = append(o, "]}"...)
+		}
+	}
+	reasons := make([][]byte, 2*s.pp)
+	for pp := 0; pp < s.pp; pp++ {
+		reasons[2*pp] = jsonString(nil, s.reason(pp, true))
+		reasons[2*pp+1] = jsonString(nil, s.reason(pp, false))
+	}
+	pool := func(b []byte, i, tp, pp int) []byte {
+		if o := repl[pp*np+i]; o != nil {
+			return append(b, o...)
+		}
+		b = append(b, heads[i]...)
+		for j, tail := range tails[i] {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `"_`...)
+			b = strconv.AppendInt(b, int64(tp), 10)
+			if s.pp > 1 {
+				b = append(b, '_')
+				b = strconv.AppendInt(b, int64(pp), 10)
+			}
+			b = append(b, tail...)
+			b = append(b, '"')
+		}
+		return append(b, "]}"...)
+	}
+
+	b = append(b, `{"attention":`...)
+	b = jsonString(b, string(p.Attention))
+	b = append(b, `,"backend":`...)
+	b = jsonString(b, string(p.Backend))
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{`,"tensorParallel":`, p.TensorParallel}, {`,"pipelineParallel":`, p.PipelineParallel}, {`,"attentionTP":`, p.AttentionTP},
+		{`,"attentionDPGroups":`, p.AttentionDPGroups}, {`,"replicas":`, p.Replicas}} {
+		b = append(b, f.name...)
+		b = strconv.AppendInt(b, int64(f.v), 10)
+	}
+	b = append(b, `,"ranks":[`...)
+	for i := range s.numRanks() {
+		tp := i % s.attnTP
+		g := i / s.attnTP
+		dpg := g % s.dpGroups
+		g /= s.dpGroups
+		pp, rep := g%s.pp, g/s.pp
+		d := s.duty(rep, pp, dpg, tp, nil, nil, "")
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"globalRank":`...)
+		b = strconv.AppendInt(b, int64(d.GlobalRank), 10)
+		b = append(b, `,"tpRank":`...)
+		b = strconv.AppendInt(b, int64(d.TPRank), 10)
+		b = append(b, `,"ppRank":`...)
+		b = strconv.AppendInt(b, int64(d.PPRank), 10)
+		b = append(b, `,"dpRank":`...)
+		b = strconv.AppendInt(b, int64(d.DPRank), 10)
+		leader := s.leads(tp)
+		b = append(b, `,"writes":[`...)
+		if s.role != roleNoDuties {
+			n := 0
+			for j := range s.pools {
+				if leader || s.byFollowers[j] {
+					if n > 0 {
+						b = append(b, ',')
+					}
+					b = pool(b, j, tp, pp)
+					n++
+				}
+			}
+		}
+		b = append(b, `],"reads":[`...)
+		if s.role == roleReadsAndWrites {
+			for j := range s.pools {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = pool(b, j, tp, pp)
+			}
+		}
+		b = append(b, `],"reason":`...)
+		if leader {
+			b = append(b, reasons[2*pp]...)
+		} else {
+			b = append(b, reasons[2*pp+1]...)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	if len(p.Warnings) > 0 {
+		w, err := json.Marshal(p.Warnings)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"warnings":`...)
+		b = append(b, w...)
+	}
+	return append(b, '}'), nil
+}
+
+// jsonString appends s as encoding/json writes a string.
+func jsonString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }

@@ -189,7 +189,7 @@ func TestPlanDomainRows(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			topo := tc.topo.Obj(t)
 			p := mustPlan(t, topo)
-			want := make(map[int]string, len(p.Ranks))
+			want := make(map[int]string, len(p.Ranks()))
 			for i := 0; i < topo.TotalRanks(); i++ {
 				want[i] = tc.others
 			}
@@ -215,7 +215,7 @@ func TestPlanDomainRows(t *testing.T) {
 func TestPlanReadsEveryPool(t *testing.T) {
 	p := mustPlan(t, mk("DeepSeekV4").TP(2).Draft(DraftEAGLE3).Obj(t))
 	got := map[int]string{}
-	for _, r := range p.Ranks {
+	for _, r := range p.Ranks() {
 		parts := make([]string, len(r.Reads))
 		for i, k := range r.Reads {
 			parts[i] = string(k.Pool) + ":" + strings.Join(k.KeySuffixes, ",")
@@ -248,7 +248,7 @@ func TestPlanReasons(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := mustPlan(t, tc.topo.Obj(t))
-			if got := p.Ranks[tc.rank].Reason; !strings.Contains(got, tc.wantSubstr) {
+			if got := p.Ranks()[tc.rank].Reason; !strings.Contains(got, tc.wantSubstr) {
 				t.Errorf("rank %d reason %q does not contain %q", tc.rank, got, tc.wantSubstr)
 			}
 		})
@@ -321,7 +321,7 @@ func TestPlanGlobalRankLayout(t *testing.T) {
 	// Without DP attention: replica-major, then PP stage, then TP rank.
 	p := mustPlan(t, mk("Qwen3").TP(2).PP(2).DP(2).Obj(t))
 	var got []string
-	for _, r := range p.Ranks {
+	for _, r := range p.Ranks() {
 		got = append(got, fmt.Sprintf("%d:tp%d/pp%d/dp%d", r.GlobalRank, r.TPRank, r.PPRank, r.DPRank))
 	}
 	want := []string{

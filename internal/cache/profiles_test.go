@@ -120,7 +120,7 @@ func TestProfileMatrix(t *testing.T) {
 			// Who writes: on replicated targets TP0 writes replicated pools,
 			// followers only their shards; on MHA targets every rank writes.
 			replicated := c.profile.Attention.RankReplicated()
-			for _, r := range p.Ranks {
+			for _, r := range p.Ranks() {
 				if r.TPRank == 0 && !r.HasDuties() {
 					t.Errorf("rank %d (TP0) has no duties", r.GlobalRank)
 				}
@@ -132,7 +132,7 @@ func TestProfileMatrix(t *testing.T) {
 			}
 			followersIdle := replicated && !slices.Contains(c.profile.Pools, PoolMamba) && !sidecar
 			if followersIdle {
-				for _, r := range p.Ranks {
+				for _, r := range p.Ranks() {
 					if r.TPRank != 0 && r.HasDuties() {
 						t.Errorf("follower %d of a pure replicated model writes %v", r.GlobalRank, r.WritePools())
 					}
@@ -141,7 +141,7 @@ func TestProfileMatrix(t *testing.T) {
 
 			// Where the draft lives.
 			var draftWrites []PoolName
-			for _, w := range p.Ranks[0].Writes {
+			for _, w := range p.Ranks()[0].Writes {
 				if w.Pool.IsDraft() {
 					draftWrites = append(draftWrites, w.Pool)
 				}

@@ -76,18 +76,13 @@ func RolePlan(role Role, mode DecodeL3, t Topology) (RankPlan, error) {
 	if l3.Reads && l3.Writes {
 		return plan, nil
 	}
-	ranks := make([]RankDuty, len(plan.Ranks))
-	for i, r := range plan.Ranks {
-		r.Reads = []PoolKeys{}
-		if !l3.Writes {
-			r.Writes = []PoolKeys{}
-			r.Reason = "no L3 duties: " + l3.Reason
-		} else {
-			r.Reason += "; reads nothing (decode offload)"
-		}
-		ranks[i] = r
+	shape := *plan.shape
+	if l3.Writes {
+		shape.role = roleWritesOnly
+	} else {
+		shape.role, shape.noDutiesReason = roleNoDuties, "no L3 duties: "+l3.Reason
 	}
-	plan.Ranks = ranks
+	plan.shape = &shape
 	return plan, nil
 }
 

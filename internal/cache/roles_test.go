@@ -50,7 +50,7 @@ func TestRolePlanDuties(t *testing.T) {
 				t.Fatal(err)
 			}
 			writers, readers := 0, 0
-			for _, r := range plan.Ranks {
+			for _, r := range plan.Ranks() {
 				if r.HasDuties() {
 					writers++
 				}

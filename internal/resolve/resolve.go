@@ -458,15 +458,7 @@ func (r *Resolved) DraftSummary() string {
 }
 
 // Writers is the number of ranks of one group with at least one L3 write duty.
-func (r *Resolved) Writers() int {
-	n := 0
-	for _, rank := range r.Plan.Ranks {
-		if rank.HasDuties() {
-			n++
-		}
-	}
-	return n
-}
+func (r *Resolved) Writers() int { return r.Plan.Writers() }
 
 // ConfigMapName is the ConfigMap in which the operator keeps a deployment's rendered extra
 // config and rank plan (kubectl hicache status reads it).

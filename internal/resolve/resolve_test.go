@@ -79,7 +79,7 @@ func TestResolveSamples(t *testing.T) {
 			if got := r.DraftSummary(); got != tc.draft {
 				t.Errorf("DraftSummary() = %q, want %q", got, tc.draft)
 			}
-			if got := len(r.Plan.Ranks); got != tc.shape.GPUs {
+			if got := r.Plan.NumRanks(); got != tc.shape.GPUs {
 				t.Errorf("the plan has %d ranks, the group %d GPUs", got, tc.shape.GPUs)
 			}
 			wantNS := tc.fixedNS
@@ -171,7 +171,7 @@ func TestResolveGroupShape(t *testing.T) {
 			if diff := cmp.Diff(tc.want, shapeOf(r)); diff != "" {
 				t.Errorf("shape (-want +got):\n%s", diff)
 			}
-			if got := len(r.Plan.Ranks); got != r.GPUs {
+			if got := r.Plan.NumRanks(); got != r.GPUs {
 				t.Errorf("the plan has %d ranks for %d GPUs", got, r.GPUs)
 			}
 		})

@@ -136,16 +136,16 @@ func runCase(t *testing.T, python, flushPython string, tc conformanceCase) {
 	// The processes: every rank with duties, and one follower without (if there is one).
 	var all, procs []rankRef
 	follower := false
-	for _, rk := range r.Plan.Ranks {
+	for _, rk := range r.Plan.Ranks() {
 		ref := rankRef{tp: rk.TPRank, pp: rk.PPRank, global: rk.GlobalRank}
 		all = append(all, ref)
 		if rk.HasDuties() {
 			procs = append(procs, ref)
 		}
 	}
-	for i := len(r.Plan.Ranks) - 1; i >= 0; i-- {
-		if !r.Plan.Ranks[i].HasDuties() {
-			rk := r.Plan.Ranks[i]
+	for i := r.Plan.NumRanks() - 1; i >= 0; i-- {
+		if !r.Plan.Rank(i).HasDuties() {
+			rk := r.Plan.Rank(i)
 			procs = append(procs, rankRef{tp: rk.TPRank, pp: rk.PPRank, global: rk.GlobalRank})
 			follower = true
 			break
@@ -205,7 +205,7 @@ func runCase(t *testing.T, python, flushPython string, tc conformanceCase) {
 
 	// 2. SGLang's duty decision (backup_skip, should_backup) agrees with the plan for every rank.
 	for _, p := range running {
-		for i, rk := range r.Plan.Ranks {
+		for i, rk := range r.Plan.Ranks() {
 			got, ok := p.report.Duties[fmt.Sprintf("%d/%d", all[i].tp, all[i].pp)]
 			if !ok {
 				t.Fatalf("%s reported no duty for tp%d pp%d", p.name, all[i].tp, all[i].pp)
@@ -333,7 +333,7 @@ func runCase(t *testing.T, python, flushPython string, tc conformanceCase) {
 }
 
 func planRank(p cache.RankPlan, ref rankRef) cache.RankDuty {
-	for _, r := range p.Ranks {
+	for _, r := range p.Ranks() {
 		if r.GlobalRank == ref.global {
 			return r
 		}

@@ -249,8 +249,8 @@ func TestPDDeploymentRollsRolesInStep(t *testing.T) {
 	}
 	for key, ranks := range map[string]int{"plan.json": 8, "decode-plan.json": 16} {
 		var p cache.RankPlan
-		if err := json.Unmarshal([]byte(cm.Data[key]), &p); err != nil || len(p.Ranks) != ranks {
-			t.Errorf("ConfigMap %s: %s has %d ranks (%v), want %d", cm.Name, key, len(p.Ranks), err, ranks)
+		if err := json.Unmarshal([]byte(cm.Data[key]), &p); err != nil || p.NumRanks() != ranks {
+			t.Errorf("ConfigMap %s: %s has %d ranks (%v), want %d", cm.Name, key, p.NumRanks(), err, ranks)
 		}
 	}
 
