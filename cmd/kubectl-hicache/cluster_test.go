@@ -65,12 +65,11 @@ var (
 // testCluster starts the cluster and the operator on first use and returns them.
 func testCluster(t *testing.T) *sharedCluster {
 	t.Helper()
-	// Both install once per test binary and need a *testing.T: outside the Once.
+	// It installs once per test binary and needs a *testing.T: outside the Once.
 	python := mooncaketest.Python(t)
-	root := mooncaketest.Root(t)
 	clusterOnce.Do(func() {
 		began := time.Now()
-		shared, sharedErr = startSharedCluster(root, python)
+		shared, sharedErr = startSharedCluster(python)
 		if sharedErr == nil {
 			t.Logf("local cluster and operator started in %s", time.Since(began).Round(time.Millisecond))
 		}
@@ -81,7 +80,7 @@ func testCluster(t *testing.T) *sharedCluster {
 	return shared
 }
 
-func startSharedCluster(root, python string) (_ *sharedCluster, err error) {
+func startSharedCluster(python string) (_ *sharedCluster, err error) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.DPanicLevel)))
 	s := &sharedCluster{done: make(chan error, 1)}
 	if s.dir, err = os.MkdirTemp("", "kubectl-hicache-test-"); err != nil {
@@ -92,10 +91,7 @@ func startSharedCluster(root, python string) (_ *sharedCluster, err error) {
 			s.close()
 		}
 	}()
-	s.cluster, err = localcluster.Start(context.Background(), localcluster.Options{
-		CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")},
-		Nodes:             localcluster.GPUNodes(4, 8),
-	})
+	s.cluster, err = localcluster.Start(context.Background(), testutil.GPUCluster(4))
 	if err != nil {
 		return nil, err
 	}
@@ -210,12 +206,7 @@ func (m *master) count(t *testing.T, prefix string) int64 {
 // backend creates a CacheBackend for an existing master and waits until it is Ready.
 func (s *sharedCluster) backend(t *testing.T, ns, name string, m *master) {
 	t.Helper()
-	cb := &hicachev1alpha1.CacheBackend{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: hicachev1alpha1.CacheBackendSpec{Type: hicachev1alpha1.BackendMooncake, Mooncake: &hicachev1alpha1.MooncakeSpec{
-			External: &hicachev1alpha1.ExternalMooncake{RPCAddress: m.RPCAddr, AdminURL: m.AdminURL},
-		}},
-	}
+	cb := testutil.ExternalBackend(ns, name, m.RPCAddr, m.AdminURL)
 	if err := s.k8s.Create(context.Background(), cb); err != nil {
 		t.Fatalf("creating CacheBackend %s: %v", name, err)
 	}
@@ -425,18 +416,6 @@ func TestClusterFlushTimeoutWhileTheMasterIsDown(t *testing.T) {
 	})
 }
 
-const dsv4 = `
-apiVersion: hicache.io/v1alpha1
-kind: HiCacheDeployment
-metadata: {name: dsv4}
-spec:
-  model: {path: deepseek-ai/DeepSeek-V4, servedName: deepseek-v4}
-  profile: DeepSeekV4
-  topology: {tensorParallel: 16, gpusPerNode: 8}
-  hicache: {ratio: "2", pageSize: 64}
-  storage: {backendRef: {name: mooncake}, globalSegmentSize: 4Gi}
-`
-
 // status of a ready two-node deployment shows its groups and pods, its writers and namespace;
 // -o json is the object's status; after a layout change it shows the last flush.
 func TestClusterStatus(t *testing.T) {
@@ -445,11 +424,7 @@ func TestClusterStatus(t *testing.T) {
 	ns := s.newNamespace(t)
 	m := startMaster(t)
 	s.backend(t, ns, "mooncake", m)
-	h := &hicachev1alpha1.HiCacheDeployment{}
-	if err := yaml.UnmarshalStrict([]byte(dsv4), h); err != nil {
-		t.Fatal(err)
-	}
-	h.Namespace = ns
+	h := testutil.DeepSeekV4(ns, "dsv4")
 	if err := s.k8s.Create(context.Background(), h); err != nil {
 		t.Fatal(err)
 	}

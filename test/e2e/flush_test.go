@@ -70,7 +70,7 @@ func dspark(h *hicachev1alpha1.HiCacheDeployment) {
 // write namespace B; namespace A is flushed once nothing uses it; other namespaces stay.
 func TestLayoutChangeFlushesTheOldNamespaceOnly(t *testing.T) {
 	ns, m := namespaceWithBackend(t)
-	create(t, hcd(t, ns, dsv4))
+	create(t, dsv4(ns))
 	waitReadyGroups(t, ns, "dsv4", 1)
 	nsA := getHCD(t, ns, "dsv4").Status.Cache.Namespace
 	keysA := pageKeys(t, ns, "dsv4", 8)
@@ -117,9 +117,9 @@ func TestLayoutChangeFlushesTheOldNamespaceOnly(t *testing.T) {
 // other.
 func TestSharedNamespaceWaitsForEveryUser(t *testing.T) {
 	ns, m := namespaceWithBackend(t)
-	first := hcd(t, ns, dsv4)
+	first := dsv4(ns)
 	first.Name = "first"
-	second := hcd(t, ns, dsv4)
+	second := dsv4(ns)
 	second.Name = "second"
 	create(t, first)
 	create(t, second)
@@ -170,7 +170,7 @@ func TestSharedNamespaceWaitsForEveryUser(t *testing.T) {
 // starts the new layout.
 func TestFixedNamespaceStopsFlushesThenStarts(t *testing.T) {
 	ns, m := namespaceWithBackend(t)
-	h := hcd(t, ns, dsv4)
+	h := dsv4(ns)
 	h.Spec.Storage.NamespaceStrategy = hicachev1alpha1.NamespaceFixed
 	h.Spec.Storage.Namespace = "dsv4-fixed"
 	create(t, h)
@@ -239,7 +239,7 @@ func TestFixedNamespaceStopsFlushesThenStarts(t *testing.T) {
 // is back; an operator restart afterwards runs nothing twice.
 func TestFlushWaitsForTheMasterAndRunsOnce(t *testing.T) {
 	ns, m := namespaceWithBackend(t)
-	h := hcd(t, ns, dsv4)
+	h := dsv4(ns)
 	h.Spec.Storage.FlushPolicy = hicachev1alpha1.FlushManual
 	create(t, h)
 	waitReadyGroups(t, ns, "dsv4", 1)
@@ -313,7 +313,7 @@ func TestNeutralAndCompatibleChangesFlushNothing(t *testing.T) {
 func TestSharedFixedNamespaceIsNotDrained(t *testing.T) {
 	ns, _ := namespaceWithBackend(t)
 	for _, name := range []string{"first", "second"} {
-		h := hcd(t, ns, dsv4)
+		h := dsv4(ns)
 		h.Name = name
 		h.Spec.Storage.NamespaceStrategy = hicachev1alpha1.NamespaceFixed
 		h.Spec.Storage.Namespace = "shared"

@@ -177,7 +177,7 @@ func TestFlushIsNotUndoneByAFailoverRightAfterIt(t *testing.T) {
 func TestFixedNamespaceIsEmptyWhenTheNewLayoutStartsAfterAFailover(t *testing.T) {
 	ns := newNamespace(t)
 	h := startHABehindProxy(t, ns)
-	d := hcd(t, ns, dsv4)
+	d := dsv4(ns)
 	d.Spec.Storage.NamespaceStrategy = hicachev1alpha1.NamespaceFixed
 	d.Spec.Storage.Namespace = "dsv4-fixed"
 	create(t, d)

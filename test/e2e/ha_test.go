@@ -55,7 +55,7 @@ func TestExternalBackendOnEtcd(t *testing.T) {
 	}
 
 	// Ranks find the leader through etcd.
-	create(t, hcd(t, ns, dsv4))
+	create(t, dsv4(ns))
 	waitReadyGroups(t, ns, "dsv4", 1)
 	env := map[string]string{}
 	for _, v := range groups(t, ns, "dsv4")[0].Spec.Template.Spec.Containers[0].Env {

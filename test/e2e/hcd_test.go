@@ -18,17 +18,11 @@ import (
 	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
 	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
-const dsv4 = `
-metadata: {name: dsv4}
-spec:
-  model: {path: deepseek-ai/DeepSeek-V4, servedName: deepseek-v4}
-  profile: DeepSeekV4
-  topology: {tensorParallel: 16, gpusPerNode: 8}
-  hicache: {ratio: "2", pageSize: 64}
-  storage: {backendRef: {name: mooncake}, globalSegmentSize: 4Gi}
-`
+// dsv4 is the suite's two-node DeepSeek-V4 deployment (testutil.DeepSeekV4), named dsv4, in ns.
+func dsv4(ns string) *hicachev1alpha1.HiCacheDeployment { return testutil.DeepSeekV4(ns, "dsv4") }
 
 const qwen3 = `
 metadata: {name: qwen3}
@@ -102,7 +96,7 @@ func checkRankFlags(t *testing.T, ns, name string, nodes int, masterRPC string) 
 
 func TestDeepSeekV4TwoNodeGroupGoesReady(t *testing.T) {
 	ns, m := namespaceWithBackend(t)
-	h := hcd(t, ns, dsv4)
+	h := dsv4(ns)
 	h.Spec.Topology.Draft = &hicachev1alpha1.DraftSpec{Algorithm: "DSPARK", ModelPath: "deepseek-ai/DeepSeek-V4-DSpark"}
 	create(t, h)
 	waitCondition(t, &hicachev1alpha1.HiCacheDeployment{}, ns, "dsv4", hicachev1alpha1.ConditionReady, metav1.ConditionTrue, 60*time.Second)
@@ -171,7 +165,7 @@ func waitReadyGroups(t *testing.T, ns, name string, n int32) {
 
 func TestFailedRankRecreatesItsWholeGroup(t *testing.T) {
 	ns, _ := namespaceWithBackend(t)
-	create(t, hcd(t, ns, dsv4))
+	create(t, dsv4(ns))
 	waitReadyGroups(t, ns, "dsv4", 1)
 	before := rankPods(t, ns, "dsv4")
 	if len(before) != 2 {
@@ -221,7 +215,7 @@ func countEvents(t *testing.T, ns, name, reason string) int {
 
 func TestBreakingChangeRotatesNamespaceNeutralDoesNot(t *testing.T) {
 	ns, _ := namespaceWithBackend(t)
-	h := hcd(t, ns, dsv4)
+	h := dsv4(ns)
 	h.Spec.Storage.FlushPolicy = hicachev1alpha1.FlushManual
 	create(t, h)
 	waitReadyGroups(t, ns, "dsv4", 1)
@@ -307,7 +301,7 @@ func TestImpossibleTopologyIsReportedAndFixable(t *testing.T) {
 func TestSteadyStateCostsNoRequests(t *testing.T) {
 	ns, _ := namespaceWithBackend(t)
 	create(t, hcd(t, ns, qwen3))
-	h := hcd(t, ns, dsv4)
+	h := dsv4(ns)
 	h.Name = "dsv4"
 	create(t, h)
 	waitReadyGroups(t, ns, "qwen3", 1)

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
 // namespaceWithBackend is a namespace for one test with a CacheBackend "mooncake" pointing at a
@@ -32,13 +33,7 @@ func namespaceWithBackend(t *testing.T) (string, *master) {
 // externalBackend creates a CacheBackend pointing at a master and waits until it is Ready.
 func externalBackend(t *testing.T, ns, name, rpcAddr, adminURL string) {
 	t.Helper()
-	cb := &hicachev1alpha1.CacheBackend{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: hicachev1alpha1.CacheBackendSpec{Type: hicachev1alpha1.BackendMooncake, Mooncake: &hicachev1alpha1.MooncakeSpec{
-			External: &hicachev1alpha1.ExternalMooncake{RPCAddress: rpcAddr, AdminURL: adminURL},
-		}},
-	}
-	if err := k8s.Create(context.Background(), cb); err != nil {
+	if err := k8s.Create(context.Background(), testutil.ExternalBackend(ns, name, rpcAddr, adminURL)); err != nil {
 		t.Fatalf("creating CacheBackend %s: %v", name, err)
 	}
 	waitCondition(t, &hicachev1alpha1.CacheBackend{}, ns, name, hicachev1alpha1.ConditionReady, metav1.ConditionTrue, 30*time.Second)

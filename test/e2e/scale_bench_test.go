@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
 // BenchmarkConverge measures how long the operator takes to bring many deployments to Ready on
@@ -32,24 +32,14 @@ func BenchmarkConverge(b *testing.B) {
 		b.StopTimer()
 		ns := benchNamespace(b)
 		m := startMasterB(b)
-		cb := &hicachev1alpha1.CacheBackend{
-			ObjectMeta: metav1.ObjectMeta{Name: "mooncake", Namespace: ns},
-			Spec: hicachev1alpha1.CacheBackendSpec{Type: hicachev1alpha1.BackendMooncake, Mooncake: &hicachev1alpha1.MooncakeSpec{
-				External: &hicachev1alpha1.ExternalMooncake{RPCAddress: m.RPCAddr, AdminURL: m.AdminURL}}},
-		}
-		if err := k8s.Create(ctx, cb); err != nil {
+		if err := k8s.Create(ctx, testutil.ExternalBackend(ns, "mooncake", m.RPCAddr, m.AdminURL)); err != nil {
 			b.Fatal(err)
 		}
 		writes := operatorWrites.Load()
 		b.StartTimer()
 		start := time.Now()
 		for d := range deployments {
-			h := &hicachev1alpha1.HiCacheDeployment{}
-			if err := decodeInto(dsv4, h); err != nil {
-				b.Fatal(err)
-			}
-			h.Name, h.Namespace = fmt.Sprintf("dsv4-%d", d), ns
-			if err := k8s.Create(ctx, h); err != nil {
+			if err := k8s.Create(ctx, testutil.DeepSeekV4(ns, fmt.Sprintf("dsv4-%d", d))); err != nil {
 				b.Fatal(err)
 			}
 		}

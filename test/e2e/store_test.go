@@ -76,7 +76,7 @@ func keysStay(t *testing.T, m *master, namespace string, n int) {
 // same master, waits while a deployment elsewhere uses the namespace; nothing is removed.
 func TestFlushThroughAnotherBackendOfTheStoreWaitsWhileInUse(t *testing.T) {
 	ns, m := namespaceWithBackend(t)
-	create(t, hcd(t, ns, dsv4))
+	create(t, dsv4(ns))
 	waitReadyGroups(t, ns, "dsv4", 1)
 	nsA := getHCD(t, ns, "dsv4").Status.Cache.Namespace
 	keys := pageKeys(t, ns, "dsv4", 6)
@@ -92,7 +92,7 @@ func TestFlushThroughAnotherBackendOfTheStoreWaitsWhileInUse(t *testing.T) {
 // operator cannot tell which tenant a deployment writes, so every writer counts.
 func TestStoreWideFlushesWaitWhileDeploymentsWrite(t *testing.T) {
 	ns, m := namespaceWithBackend(t)
-	create(t, hcd(t, ns, dsv4))
+	create(t, dsv4(ns))
 	waitReadyGroups(t, ns, "dsv4", 1)
 	nsA := getHCD(t, ns, "dsv4").Status.Cache.Namespace
 	keys := pageKeys(t, ns, "dsv4", 6)
@@ -122,8 +122,8 @@ func TestStoreWideFlushesWaitWhileDeploymentsWrite(t *testing.T) {
 func TestStaleNamespaceOfTwoNamespacesIsFlushedOnce(t *testing.T) {
 	ns1, m := namespaceWithBackend(t)
 	ns2 := sameMasterBackend(t, m)
-	first := hcd(t, ns1, dsv4)
-	second := hcd(t, ns2, dsv4)
+	first := dsv4(ns1)
+	second := dsv4(ns2)
 	second.Spec.Storage.BackendRef.Name = "same-master"
 	create(t, first)
 	create(t, second)
@@ -166,7 +166,7 @@ func TestStaleNamespaceOfTwoNamespacesIsFlushedOnce(t *testing.T) {
 func TestFixedNamespaceOfAnotherLayoutIsHeld(t *testing.T) {
 	ns1, m := namespaceWithBackend(t)
 	ns2 := sameMasterBackend(t, m)
-	first := hcd(t, ns1, dsv4)
+	first := dsv4(ns1)
 	first.Name = "first"
 	first.Spec.Storage.NamespaceStrategy = hicachev1alpha1.NamespaceFixed
 	first.Spec.Storage.Namespace = "shared"
@@ -175,7 +175,7 @@ func TestFixedNamespaceOfAnotherLayoutIsHeld(t *testing.T) {
 	keys := pageKeys(t, ns1, "first", 4)
 	m.putKeys(t, keys, 4096)
 
-	second := hcd(t, ns2, dsv4)
+	second := dsv4(ns2)
 	second.Name = "second"
 	second.Spec.Storage.BackendRef.Name = "same-master"
 	second.Spec.Storage.NamespaceStrategy = hicachev1alpha1.NamespaceFixed
@@ -246,7 +246,7 @@ func TestOverrideFlushesWhatIsInUse(t *testing.T) {
 		testutil.CreateFromFile(t, k8s, filepath.Join(repo, "config", "admission", f))
 	}
 	ns, m := namespaceWithBackend(t)
-	create(t, hcd(t, ns, dsv4))
+	create(t, dsv4(ns))
 	waitReadyGroups(t, ns, "dsv4", 1)
 	nsA := getHCD(t, ns, "dsv4").Status.Cache.Namespace
 	keys := pageKeys(t, ns, "dsv4", 6)
@@ -309,7 +309,7 @@ func as(t *testing.T, user string) client.Client {
 func TestFixedNamespaceChangedOntoAnotherLayoutIsHeld(t *testing.T) {
 	ns, m := namespaceWithBackend(t)
 	for _, d := range []struct{ name, l3 string }{{"first", "shared"}, {"second", "own"}} {
-		h := hcd(t, ns, dsv4)
+		h := dsv4(ns)
 		h.Name = d.name
 		h.Spec.Storage.NamespaceStrategy = hicachev1alpha1.NamespaceFixed
 		h.Spec.Storage.Namespace = d.l3

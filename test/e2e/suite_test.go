@@ -96,11 +96,9 @@ func run(m *testing.M) int {
 		}))))
 	ctx := context.Background()
 	var err error
-	cluster, err = localcluster.Start(ctx, localcluster.Options{
-		CRDDirectoryPaths: []string{filepath.Join(repo, "config", "crd", "bases")},
-		Nodes:             localcluster.GPUNodes(6, 8),
-		SchedulerNames:    []string{secondScheduler},
-	})
+	opts := testutil.GPUCluster(6)
+	opts.SchedulerNames = []string{secondScheduler}
+	cluster, err = localcluster.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the local cluster: %v\n", err)
 		return 1

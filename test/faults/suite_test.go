@@ -47,17 +47,11 @@ func repoRoot() string {
 }
 
 func TestMain(m *testing.M) {
-	os.Exit(testutil.RunClusterSuite(m, testutil.ClusterSuite{
-		Name: "test/faults",
-		Options: localcluster.Options{
-			CRDDirectoryPaths: []string{filepath.Join(repoRoot(), "config", "crd", "bases")},
-			// One 8-GPU node per DeepSeek-V4 rank pod: the largest test runs 20 two-node
-			// deployments, and the next test starts while the last one's pods are going.
-			Nodes: localcluster.GPUNodes(48, 8),
-			Audit: true,
-		},
-		Setup: setup,
-	}))
+	// One 8-GPU node per DeepSeek-V4 rank pod: the largest test runs 20 two-node deployments, and
+	// the next test starts while the last one's pods are going.
+	opts := testutil.GPUCluster(48)
+	opts.Audit = true
+	os.Exit(testutil.RunClusterSuite(m, testutil.ClusterSuite{Name: "test/faults", Options: opts, Setup: setup}))
 }
 
 func setup(_ context.Context, c *localcluster.Cluster) error {

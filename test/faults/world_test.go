@@ -17,26 +17,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/mooncake/mooncaketest"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
-// dsv4 is the deployment every test runs: DeepSeek-V4 at TP=16, one serving group of two 8-GPU
-// rank pods.
-const dsv4 = `
-spec:
-  model: {path: deepseek-ai/DeepSeek-V4, servedName: deepseek-v4}
-  profile: DeepSeekV4
-  topology: {tensorParallel: 16, gpusPerNode: 8}
-  hicache: {ratio: "2", pageSize: 64}
-  storage: {backendRef: {name: mooncake}, globalSegmentSize: 4Gi}
-`
-
-// nodesPerGroup is dsv4's rank pods per serving group.
-const nodesPerGroup = 2
+// nodesPerGroup is the rank pods per serving group of the deployment every test runs
+// (testutil.DeepSeekV4).
+const nodesPerGroup = testutil.DeepSeekV4Nodes
 
 // rolledImage is the SGLang image a test rolls the deployments to (kwok runs no container, so
 // any reference does).
@@ -47,19 +37,13 @@ const rolledImage = "lmsysorg/sglang:v0.5.23-rolled"
 func withBackend(t *testing.T, ns string) *mooncaketest.Master {
 	t.Helper()
 	m := mooncaketest.Start(t)
-	cb := &hicachev1alpha1.CacheBackend{
-		ObjectMeta: metav1.ObjectMeta{Name: "mooncake", Namespace: ns},
-		Spec: hicachev1alpha1.CacheBackendSpec{Type: hicachev1alpha1.BackendMooncake, Mooncake: &hicachev1alpha1.MooncakeSpec{
-			External: &hicachev1alpha1.ExternalMooncake{RPCAddress: m.RPCAddr, AdminURL: m.AdminURL},
-		}},
-	}
-	if err := k8s.Create(context.Background(), cb); err != nil {
+	if err := k8s.Create(context.Background(), testutil.ExternalBackend(ns, "mooncake", m.RPCAddr, m.AdminURL)); err != nil {
 		t.Fatalf("creating CacheBackend mooncake: %v", err)
 	}
 	return m
 }
 
-// createDeployments creates dsv4 deployments prefix-0 … prefix-<n-1> in ns, as fast as the API
+// createDeployments creates DeepSeek-V4 deployments prefix-0 … prefix-<n-1> in ns, as fast as the API
 // server takes them, and returns their names.
 func createDeployments(t *testing.T, ns, prefix string, n int) []string {
 	t.Helper()
@@ -71,13 +55,10 @@ func createDeployments(t *testing.T, ns, prefix string, n int) []string {
 	return names
 }
 
+// createDeployment creates DeepSeek-V4 deployment name of replicas serving groups in ns.
 func createDeployment(t *testing.T, ns, name string, replicas int32) {
 	t.Helper()
-	h := &hicachev1alpha1.HiCacheDeployment{}
-	if err := yaml.UnmarshalStrict([]byte(dsv4), h); err != nil {
-		t.Fatal(err)
-	}
-	h.Name, h.Namespace = name, ns
+	h := testutil.DeepSeekV4(ns, name)
 	h.Spec.Replicas = ptr.To(replicas)
 	if err := k8s.Create(context.Background(), h); err != nil {
 		t.Fatalf("creating HiCacheDeployment %s: %v", name, err)
@@ -239,7 +220,7 @@ var childKinds = []schema.GroupVersionKind{
 	hicachev1alpha1.GroupVersion.WithKind("CacheFlush"),
 }
 
-// expectedChildren is what a dsv4 deployment of r serving groups owns: a StatefulSet, a
+// expectedChildren is what a DeepSeek-V4 deployment of r serving groups owns: a StatefulSet, a
 // headless Service and a NetworkPolicy per group, the client Service, the deployment's
 // NetworkPolicy and ConfigMap, the generated admin key's Secret; and two rank pods per group.
 func expectedChildren(r int) map[string]int {

@@ -39,7 +39,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/yaml"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/controllers"
@@ -47,22 +46,13 @@ import (
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
 	"github.com/hicache-io/hicache-operator/internal/mooncake/mooncaketest"
 	"github.com/hicache-io/hicache-operator/internal/scalebench"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
-// deployment is what every deployment of the benchmark runs: DeepSeek-V4 at TP 16, one serving
-// group of two 8-GPU nodes, writing to the backend "mooncake".
-const deployment = `
-spec:
-  model: {path: deepseek-ai/DeepSeek-V4, servedName: deepseek-v4}
-  profile: DeepSeekV4
-  topology: {tensorParallel: 16, gpusPerNode: 8}
-  hicache: {ratio: "2", pageSize: 64}
-  storage: {backendRef: {name: mooncake}, globalSegmentSize: 4Gi}
-`
-
 const (
-	// nodesPerDeployment is the rank pods (and nodes) of one deployment.
-	nodesPerDeployment = 2
+	// nodesPerDeployment is the rank pods (and nodes) of one deployment: every deployment of the
+	// benchmark is testutil.DeepSeekV4, writing to the backend "mooncake".
+	nodesPerDeployment = testutil.DeepSeekV4Nodes
 	// namespace holds the benchmark's objects.
 	namespace = "bench"
 	// creators create the deployments (and in the raw run their children) side by side.
@@ -132,13 +122,10 @@ func run(tb testing.TB, cfg config) scalebench.Result {
 func startCluster(tb testing.TB, n int, m *mooncaketest.Master, progress io.Writer, audit bool) (*localcluster.Cluster, client.Client, *hicachev1alpha1.CacheBackend) {
 	tb.Helper()
 	ctx := context.Background()
-	c, err := localcluster.Start(ctx, localcluster.Options{
-		CRDDirectoryPaths: []string{filepath.Join(repoRoot(), "config", "crd", "bases")},
-		Nodes:             localcluster.GPUNodes(n*nodesPerDeployment, 8),
-		Timeout:           2*time.Minute + time.Duration(n)*200*time.Millisecond,
-		Progress:          progress,
-		Audit:             audit,
-	})
+	opts := testutil.GPUCluster(n * nodesPerDeployment)
+	opts.Timeout = 2*time.Minute + time.Duration(n)*200*time.Millisecond
+	opts.Progress, opts.Audit = progress, audit
+	c, err := localcluster.Start(ctx, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -150,11 +137,7 @@ func startCluster(tb testing.TB, n int, m *mooncaketest.Master, progress io.Writ
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		tb.Fatal(err)
 	}
-	cb := &hicachev1alpha1.CacheBackend{
-		ObjectMeta: metav1.ObjectMeta{Name: "mooncake", Namespace: namespace},
-		Spec: hicachev1alpha1.CacheBackendSpec{Type: hicachev1alpha1.BackendMooncake, Mooncake: &hicachev1alpha1.MooncakeSpec{
-			External: &hicachev1alpha1.ExternalMooncake{RPCAddress: m.RPCAddr, AdminURL: m.AdminURL}}},
-	}
+	cb := testutil.ExternalBackend(namespace, "mooncake", m.RPCAddr, m.AdminURL)
 	if err := k8s.Create(ctx, cb); err != nil {
 		tb.Fatal(err)
 	}
@@ -169,14 +152,8 @@ func unlimited(cfg *rest.Config) *rest.Config {
 }
 
 // newDeployment is deployment i of the benchmark.
-func newDeployment(tb testing.TB, i int) *hicachev1alpha1.HiCacheDeployment {
-	tb.Helper()
-	h := &hicachev1alpha1.HiCacheDeployment{}
-	if err := yaml.UnmarshalStrict([]byte(deployment), h); err != nil {
-		tb.Fatal(err)
-	}
-	h.Name, h.Namespace = fmt.Sprintf("dsv4-%d", i), namespace
-	return h
+func newDeployment(i int) *hicachev1alpha1.HiCacheDeployment {
+	return testutil.DeepSeekV4(namespace, fmt.Sprintf("dsv4-%d", i))
 }
 
 // createAll runs create(i) for i in 0..n-1 on creators goroutines; the first error stops it.
@@ -223,7 +200,7 @@ func runRaw(tb testing.TB, cfg config, m *mooncaketest.Master, p func(string, ..
 	p("raw: creating %d deployments and their children", cfg.n)
 	start := time.Now()
 	err := createAll(cfg.n, func(i int) error {
-		h := newDeployment(tb, i)
+		h := newDeployment(i)
 		if err := k8s.Create(ctx, h); err != nil {
 			return err
 		}
@@ -268,7 +245,7 @@ func runOperator(tb testing.TB, cfg config, m *mooncaketest.Master, p func(strin
 	p("operator: creating %d deployments (load average %.2f)", cfg.n, res.LoadStart)
 	start := time.Now()
 	cpuProfile := mgr.profileCPU(tb, cfg)
-	if err := createAll(cfg.n, func(i int) error { return k8s.Create(ctx, newDeployment(tb, i)) }); err != nil {
+	if err := createAll(cfg.n, func(i int) error { return k8s.Create(ctx, newDeployment(i)) }); err != nil {
 		tb.Fatal(err)
 	}
 	p("operator: created in %.1f s; waiting for them to be Ready", time.Since(start).Seconds())
@@ -721,17 +698,16 @@ func loadAverage() float64 {
 	return f
 }
 
-// buildManager builds cmd/manager into a temporary directory: the binary users run.
+// buildManager builds cmd/manager into a temporary directory: the binary users run
+// ($BENCH_MANAGER_BIN instead, when set).
 func buildManager(tb testing.TB) string {
 	tb.Helper()
 	if bin := os.Getenv("BENCH_MANAGER_BIN"); bin != "" {
 		return bin
 	}
-	bin := filepath.Join(tb.TempDir(), "manager")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/manager")
-	cmd.Dir = repoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("building the manager: %v\n%s", err, out)
+	bin, err := testutil.BuildManager(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return bin
 }
