@@ -498,9 +498,9 @@ func TestPDRolesStayInStepWhenDecodeIsSlow(t *testing.T) {
 		n, _ := w.rolled()
 		violations := len(w.violations)
 		w.mu.Unlock()
-		// (A round that sees the prefill role's roll before the decode role's holds prefill for a
-		// moment at one group rolled: wait for the hold at the bound.)
-		held := strings.Contains(msg, "wait for the decode role") && n[hicachev1alpha1.RolePrefill] >= 2
+		// Every round holds the groups the bound leaves, from the first; the status shows the
+		// hold at the bound once it has seen both prefill groups roll.
+		held := strings.Contains(msg, "(prefill 2 of 4, decode 1 of 2)") && strings.Contains(msg, "wait for the decode role")
 		return held || violations > 0 || n[hicachev1alpha1.RolePrefill] == 4, fmt.Sprintf("rolled %v; Progressing: %s", n, msg)
 	})
 	w.mu.Lock()
