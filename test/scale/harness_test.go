@@ -297,45 +297,86 @@ func runOperator(tb testing.TB, cfg config, m *mooncaketest.Master, p func(strin
 	if cfg.audit {
 		p("operator: the manager's writes per deployment, by resource and verb, from the API server's audit log:\n%s", auditWrites(tb, c.AuditLogPath(), cfg.n, time.Time{}))
 		p("operator: the manager's writes at rest:\n%s", auditWrites(tb, c.AuditLogPath(), 1, last))
+		p("operator: the manager's writes of deployment %s, in order:\n%s", newDeployment(0).Name, auditTimeline(tb, c.AuditLogPath(), newDeployment(0).Name))
 	}
+}
+
+// auditEvent is what the benchmark reads of one audit event.
+type auditEvent struct {
+	Verb      string    `json:"verb"`
+	UserAgent string    `json:"userAgent"`
+	Stage     string    `json:"stage"`
+	Received  time.Time `json:"requestReceivedTimestamp"`
+	ObjectRef struct {
+		Resource, Subresource, Name string
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+}
+
+// managerWrites calls f with each of the manager's completed writes in the audit log at path.
+func managerWrites(tb testing.TB, path string, f func(e *auditEvent)) {
+	tb.Helper()
+	file, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer file.Close()
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e auditEvent
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Stage != "ResponseComplete" || !strings.HasPrefix(e.UserAgent, "manager/") {
+			continue
+		}
+		switch e.Verb {
+		case "create", "patch", "update", "delete":
+			f(&e)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func (e *auditEvent) resource() string {
+	if e.ObjectRef.Subresource != "" {
+		return e.ObjectRef.Resource + "/" + e.ObjectRef.Subresource
+	}
+	return e.ObjectRef.Resource
+}
+
+// auditTimeline lists the manager's writes of the objects of deployment name in the order the API
+// server received them: the deployment, its children (named name-…) and its Events (name.…), with
+// the time since the first and the answer's code.
+func auditTimeline(tb testing.TB, path, name string) string {
+	tb.Helper()
+	var b strings.Builder
+	var first time.Time
+	managerWrites(tb, path, func(e *auditEvent) {
+		n := e.ObjectRef.Name
+		if n != name && !strings.HasPrefix(n, name+"-") && !strings.HasPrefix(n, name+".") {
+			return
+		}
+		if first.IsZero() {
+			first = e.Received
+		}
+		fmt.Fprintf(&b, "  %+8.3fs %-6s %-36s %-28s %d\n", e.Received.Sub(first).Seconds(), e.Verb, e.resource(), n, e.ResponseStatus.Code)
+	})
+	return b.String()
 }
 
 // auditWrites counts the manager's writes in an audit log by resource and verb, per deployment.
 // Only the writes received after since count.
 func auditWrites(tb testing.TB, path string, n int, since time.Time) string {
 	tb.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
 	counts := map[string]int{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var e struct {
-			Verb      string    `json:"verb"`
-			UserAgent string    `json:"userAgent"`
-			Stage     string    `json:"stage"`
-			Received  time.Time `json:"requestReceivedTimestamp"`
-			ObjectRef struct {
-				Resource, Subresource string
-			} `json:"objectRef"`
+	managerWrites(tb, path, func(e *auditEvent) {
+		if !e.Received.Before(since) {
+			counts[e.resource()+" "+e.Verb]++
 		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Stage != "ResponseComplete" || !strings.HasPrefix(e.UserAgent, "manager/") || e.Received.Before(since) {
-			continue
-		}
-		switch e.Verb {
-		case "create", "patch", "update", "delete":
-		default:
-			continue
-		}
-		r := e.ObjectRef.Resource
-		if e.ObjectRef.Subresource != "" {
-			r += "/" + e.ObjectRef.Subresource
-		}
-		counts[r+" "+e.Verb]++
-	}
+	})
 	keys := make([]string, 0, len(counts))
 	for k := range counts {
 		keys = append(keys, k)
