@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"maps"
+	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -112,51 +114,126 @@ func becameReady(old, cur *corev1.Pod) bool {
 	return !kubeutil.PodReady(old) && kubeutil.PodReady(cur)
 }
 
-// readyPriority is the queue priority of a deployment whose rank pod became Ready: above the
-// reconciles of new deployments (priority 0), so that a Ready status does not wait behind a
-// queue of creations.
+// readyPriority is the queue priority of a deployment whose serving group just became Ready:
+// above the reconciles of new deployments (priority 0), so that a Ready status does not wait
+// behind a queue of creations.
 const readyPriority = 10
 
+// coalesceDelay is how long a step of a group towards Ready (a rank pod created, or Ready while
+// another rank is not) waits before it wakes the deployment: the group's other ranks take the
+// same step moments later, and one reconcile then sees them all. Without it a group of two pods
+// costs a reconcile and a status write for each of its pods' steps.
+const coalesceDelay = time.Second
+
+// podWake is when a change of a rank pod wakes its deployment: after after (0: at once), at
+// priority.
+type podWake struct {
+	priority int
+	after    time.Duration
+}
+
+// podWakeOf decides when a rank pod's creation (old nil) or an update that podUpdateMatters lets
+// through wakes its deployment, given the pods of its group as the cache holds them now (cur's
+// update among them) and the group's size:
+//   - an update that leaves every rank of the group Ready: at once, at readyPriority;
+//   - a creation, or an update that makes one rank Ready while another is not: after
+//     coalesceDelay;
+//   - anything else (a rank no longer Ready, failed, restarted, stuck, relabelled): at once.
+func podWakeOf(old, cur *corev1.Pod, group []corev1.Pod, size int) podWake {
+	if old == nil {
+		return podWake{after: coalesceDelay}
+	}
+	if !becameReady(old, cur) || old.UID != cur.UID {
+		return podWake{}
+	}
+	ready := 0
+	for i := range group {
+		p := &group[i]
+		if p.UID == cur.UID {
+			p = cur // the update, whatever the cache holds
+		}
+		if p.DeletionTimestamp.IsZero() && kubeutil.PodReady(p) {
+			ready++
+		}
+	}
+	if ready >= size {
+		return podWake{priority: readyPriority}
+	}
+	return podWake{after: coalesceDelay}
+}
+
+// groupPodsOf reads from c the StatefulSet of pod's serving group and the pods it runs (named
+// after it, by ordinal); ok is false when the group is not found.
+func groupPodsOf(ctx context.Context, c client.Reader, pod *corev1.Pod) (pods []corev1.Pod, size int, ok bool) {
+	k, found := groupKeyOf(pod.Labels)
+	if !found {
+		return nil, 0, false
+	}
+	var sts appsv1.StatefulSet
+	if err := c.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: groupName(pod.Labels[hicachev1alpha1.LabelDeployment], k)}, &sts); err != nil {
+		return nil, 0, false
+	}
+	size = int(ptr.Deref(sts.Spec.Replicas, 1))
+	for i := range size {
+		var p corev1.Pod
+		if err := c.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: sts.Name + "-" + strconv.Itoa(i)}, &p); err == nil {
+			pods = append(pods, p)
+		}
+	}
+	return pods, size, true
+}
+
 // podToDeployment wakes a rank pod's deployment on its creation, deletion and the updates
-// podUpdateMatters lets through; a pod that became Ready puts it at readyPriority.
-func podToDeployment() handler.EventHandler {
-	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object, priority int) {
+// podUpdateMatters lets through, when podWakeOf says (c is the cache the pods of its group are read
+// from; a group not found there wakes it at once).
+func podToDeployment(c client.Reader) handler.EventHandler {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object, w podWake) {
 		name := o.GetLabels()[hicachev1alpha1.LabelDeployment]
 		if name == "" {
 			return
 		}
 		req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}
-		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok && priority != 0 {
-			pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priority)}, req)
+		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+			pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(w.priority), After: w.after}, req)
+			return
+		}
+		if w.after > 0 {
+			q.AddAfter(req, w.after)
 			return
 		}
 		q.Add(req)
 	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, e.Object, 0)
+			add(q, e.Object, podWakeOf(nil, nil, nil, 0))
 		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			old, okOld := e.ObjectOld.(*corev1.Pod)
 			cur, okCur := e.ObjectNew.(*corev1.Pod)
 			if !okOld || !okCur {
-				add(q, e.ObjectNew, 0)
+				add(q, e.ObjectNew, podWake{})
 				return
 			}
 			if !podUpdateMatters(old, cur) {
 				return
 			}
-			priority := 0
-			if becameReady(old, cur) {
-				priority = readyPriority
-			}
 			if old.Labels[hicachev1alpha1.LabelDeployment] != cur.Labels[hicachev1alpha1.LabelDeployment] {
-				add(q, old, priority)
+				add(q, old, podWake{})
+				add(q, cur, podWake{})
+				return
 			}
-			add(q, cur, priority)
+			w := podWake{}
+			if becameReady(old, cur) {
+				if pods, size, ok := groupPodsOf(ctx, c, cur); ok {
+					w = podWakeOf(old, cur, pods, size)
+				} else {
+					w = podWake{priority: readyPriority}
+				}
+			}
+			add(q, cur, w)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, e.Object, 0)
+			add(q, e.Object, podWake{})
 		},
 	}
 }

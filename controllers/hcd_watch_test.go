@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -186,5 +187,57 @@ func TestWakesWriter(t *testing.T) {
 		if got := wakesWriter(changed, c.w); got != c.want {
 			t.Errorf("%s: wakesWriter = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+func TestPodWakeOf(t *testing.T) {
+	pod := func(index int, ready bool) corev1.Pod {
+		b := makePod("d-0", index).UID(fmt.Sprintf("u%d", index))
+		if ready {
+			b = b.Ready()
+		} else {
+			b = b.Running()
+		}
+		return b.Obj()
+	}
+	ptrTo := func(p corev1.Pod) *corev1.Pod { return &p }
+	deleting := func(p corev1.Pod) corev1.Pod { p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}; return p }
+	now := podWake{}
+	ready := podWake{priority: readyPriority}
+	later := podWake{after: coalesceDelay}
+	tests := map[string]struct {
+		old, cur *corev1.Pod
+		group    []corev1.Pod
+		size     int
+		want     podWake
+	}{
+		"a pod created": {cur: ptrTo(pod(0, false)), group: []corev1.Pod{pod(0, false)}, size: 2, want: later},
+		"the first rank of two Ready": {old: ptrTo(pod(0, false)), cur: ptrTo(pod(0, true)),
+			group: []corev1.Pod{pod(0, true), pod(1, false)}, size: 2, want: later},
+		"the first rank Ready, the other not created yet": {old: ptrTo(pod(0, false)), cur: ptrTo(pod(0, true)),
+			group: []corev1.Pod{pod(0, true)}, size: 2, want: later},
+		"the last rank Ready": {old: ptrTo(pod(1, false)), cur: ptrTo(pod(1, true)),
+			group: []corev1.Pod{pod(0, true), pod(1, true)}, size: 2, want: ready},
+		"the last rank Ready, the cache not yet": {old: ptrTo(pod(1, false)), cur: ptrTo(pod(1, true)),
+			group: []corev1.Pod{pod(0, true), pod(1, false)}, size: 2, want: ready},
+		"the only rank Ready": {old: ptrTo(pod(0, false)), cur: ptrTo(pod(0, true)),
+			group: []corev1.Pod{pod(0, true)}, size: 1, want: ready},
+		"the last rank Ready beside one being deleted": {old: ptrTo(pod(1, false)), cur: ptrTo(pod(1, true)),
+			group: []corev1.Pod{deleting(pod(0, true)), pod(1, true)}, size: 2, want: later},
+		"a rank no longer Ready": {old: ptrTo(pod(0, true)), cur: ptrTo(pod(0, false)),
+			group: []corev1.Pod{pod(0, false), pod(1, true)}, size: 2, want: now},
+		"a restart": {old: ptrTo(pod(0, true)), cur: ptrTo(makePod("d-0", 0).UID("u0").Ready().Restarted(1).Obj()),
+			group: []corev1.Pod{pod(0, true), pod(1, true)}, size: 2, want: now},
+		"failed": {old: ptrTo(pod(0, false)), cur: ptrTo(makePod("d-0", 0).UID("u0").Failed().Obj()),
+			group: []corev1.Pod{pod(0, false), pod(1, false)}, size: 2, want: now},
+		"replaced under the same name": {old: ptrTo(pod(1, false)), cur: ptrTo(makePod("d-0", 1).UID("v1").Ready().Obj()),
+			group: []corev1.Pod{pod(0, true), makePod("d-0", 1).UID("v1").Ready().Obj()}, size: 2, want: now},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := podWakeOf(tc.old, tc.cur, tc.group, tc.size); got != tc.want {
+				t.Errorf("podWakeOf = %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

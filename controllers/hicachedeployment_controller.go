@@ -613,7 +613,7 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ConfigMap{}, builder.WithPredicates(childChanged())).
 		Owns(&networkingv1.NetworkPolicy{}, builder.WithPredicates(childChanged())).
 		Owns(&hicachev1alpha1.CacheFlush{}).
-		Watches(&corev1.Pod{}, podToDeployment(), builder.WithPredicates(hasDeploymentLabel)).
+		Watches(&corev1.Pod{}, podToDeployment(mgr.GetClient()), builder.WithPredicates(hasDeploymentLabel)).
 		Watches(&hicachev1alpha1.CacheBackend{}, backendToHCD, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				return backendInputsChanged(e.ObjectOld.(*hicachev1alpha1.CacheBackend), e.ObjectNew.(*hicachev1alpha1.CacheBackend))
