@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,9 +10,13 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
@@ -224,4 +229,225 @@ func TestFixedNamespaceIsEmptyWhenTheNewLayoutStartsAfterAFailover(t *testing.T)
 			}
 		}
 	}
+}
+
+// The recount: a Fixed namespace is flushed for a new layout, the flush completes, and only then
+// the masters fail over, before the new layout starts. Here etcd is slower than the operator's
+// durability window (the masters' writes reach it 2.5 s late, the window is 0.3 s), so the flush
+// completes under the old leader while its removal has not reached etcd; the leader dies with it,
+// and the new leader serves the old layout's objects again. The operator cannot start the new
+// layout in between: the API server refuses the deployment's writes in the namespace (as a
+// failing admission policy would) until the new leader's view is in the backend's status. The
+// namespace must then be counted and flushed again through the new leader before the new layout
+// starts.
+func TestFixedNamespaceIsRecountedWhenTheMastersFailOverAfterItsFlush(t *testing.T) {
+	start := time.Now()
+	ns := newNamespace(t)
+	h := startHABehindProxy(t, ns)
+	const window = 300 * time.Millisecond
+	restartManagerWith(t, "", func(o *controllers.Options) { o.FlushDurabilityWindow = window })
+	d := dsv4(ns)
+	d.Spec.Storage.NamespaceStrategy = hicachev1alpha1.NamespaceFixed
+	d.Spec.Storage.Namespace = "dsv4-fixed"
+	create(t, d)
+	waitReadyGroups(t, ns, "dsv4", 1)
+	keys := pageKeys(t, ns, "dsv4", 6)
+	h.leader.PutKeys(t, keys, 4096)
+	time.Sleep(2 * time.Second) // the puts reach etcd
+	if all, _ := objectsOn(t, h.leader, "dsv4-fixed_"); all != int64(len(keys)) {
+		t.Fatalf("the leader holds %d objects, want %d", all, len(keys))
+	}
+
+	// As the first flush's first attempt starts (the deployment's writers are stopped and its
+	// status says it waits for the flush), the deployment's writes are refused, and the masters'
+	// writes to etcd held. The recount's attempt is not held.
+	type refusal struct {
+		lift func() error
+		err  error
+	}
+	var held atomic.Bool
+	refused := make(chan refusal, 1)
+	t.Cleanup(flushRuns.hook(func(req controllers.NamespaceFlushRequest) {
+		if req.Flush.Namespace != ns || req.Attempt != 1 || !held.CompareAndSwap(false, true) {
+			return
+		}
+		lift, err := refuseDeploymentWrites(ns)
+		refused <- refusal{lift, err}
+		h.held.Store(time.Now().UnixNano())
+		h.proxy.Delay(2500 * time.Millisecond)
+	}, nil))
+	var lift func() error
+	t.Cleanup(func() {
+		if lift == nil {
+			select {
+			case r := <-refused:
+				lift = r.lift
+			default:
+			}
+		}
+		if lift != nil {
+			_ = lift()
+		}
+	})
+	update(t, d, dspark)
+
+	// The flush completes under the old leader; the leader dies at once (looked at every 20 ms:
+	// the removal is durable 2.5 s after it returned).
+	var flushed hicachev1alpha1.CacheFlush
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var st []string
+		for _, f := range flushesOf(t, ns) {
+			if meta.IsStatusConditionTrue(f.Status.Conditions, hicachev1alpha1.ConditionComplete) {
+				flushed = f
+			}
+			st = append(st, fmt.Sprintf("%s %+v", f.Name, f.Status))
+		}
+		if flushed.Name != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the flush of the fixed namespace did not complete within 90s: %s", strings.Join(st, "; "))
+		}
+	}
+	h.leader.Kill()
+	h.proxy.Cut()
+	killed := time.Now()
+	if runs := flushRuns.of(flushed.UID); len(runs) > 0 {
+		t.Logf("leader killed %v after the flush's removal returned", killed.Sub(runs[0].End).Round(time.Millisecond))
+	}
+	r := <-refused
+	lift = r.lift
+	if r.err != nil {
+		t.Fatalf("refusing the deployment's writes: %v", r.err)
+	}
+	t.Logf("flush %s completed under view %d (removed %d); leader killed %v after the masters' writes to etcd were held",
+		flushed.Name, flushed.Status.ViewVersion, flushed.Status.Removed, killed.Sub(time.Unix(0, h.held.Load())).Round(time.Millisecond))
+	if flushed.Status.Removed != int64(len(keys)) || flushed.Status.ViewVersion == 0 {
+		t.Fatalf("flush %s removed %d under view %d, want %d under the leader's view", flushed.Name, flushed.Status.Removed, flushed.Status.ViewVersion, len(keys))
+	}
+	next, took := h.ha.WaitLeader(t, h.leader, 60*time.Second)
+	back, _ := objectsOn(t, next, "dsv4-fixed_")
+	t.Logf("new leader %s served %v after the kill, holding %d objects of the flushed namespace", next.RPCAddr, took.Round(100*time.Millisecond), back)
+	if back == 0 {
+		t.Fatalf("the new leader holds none of the flushed objects: the removal reached etcd before the kill, and this run tests nothing")
+	}
+	eventually(t, 60*time.Second, "the backend's status names the new leader's view", func() (bool, string) {
+		b := getBackend(t, ns, "mooncake")
+		return b.Status.ViewVersion > flushed.Status.ViewVersion, fmt.Sprintf("view %d, leader %q", b.Status.ViewVersion, b.Status.Leader)
+	})
+	if len(groups(t, ns, "dsv4")) > 0 {
+		t.Fatalf("the new layout's groups exist while the deployment's writes are refused")
+	}
+	if err := lift(); err != nil {
+		t.Fatal(err)
+	}
+	lift = nil
+	lifted := time.Now()
+
+	waitReadyGroups(t, ns, "dsv4", 1)
+	t.Logf("the new layout runs %v after the writes were admitted again (%v after the kill; the test took %v)",
+		time.Since(lifted).Round(100*time.Millisecond), time.Since(killed).Round(100*time.Millisecond), time.Since(start).Round(time.Second))
+	all, readable := objectsOn(t, next, "dsv4-fixed_")
+	if all != 0 || readable != 0 {
+		t.Fatalf("the new layout started while the new leader holds %d objects of the old layout in the fixed namespace (%d readable)", all, readable)
+	}
+	var recount *hicachev1alpha1.CacheFlush
+	for _, f := range flushesOf(t, ns) {
+		if f.Name != flushed.Name && meta.IsStatusConditionTrue(f.Status.Conditions, hicachev1alpha1.ConditionComplete) {
+			recount = &f
+		}
+	}
+	if recount == nil {
+		t.Fatalf("no flush but %s completed: the namespace was not counted again after the failover", flushed.Name)
+	}
+	t.Logf("recount %s: %+v", recount.Name, recount.Status)
+	if recount.Status.Removed != back || recount.Status.ViewVersion <= flushed.Status.ViewVersion || !strings.Contains(recount.Spec.Reason, "Counted and flushed again") {
+		t.Errorf("recount %s removed %d under view %d (reason %q), want the %d objects that came back, under a view after %d",
+			recount.Name, recount.Status.Removed, recount.Status.ViewVersion, recount.Spec.Reason, back, flushed.Status.ViewVersion)
+	}
+	for _, p := range rankPods(t, ns, "dsv4") {
+		if p.CreationTimestamp.Before(recount.Status.CompletionTime) {
+			t.Errorf("pod %s was created at %s, before the recount %s completed at %s", p.Name, p.CreationTimestamp, recount.Name, recount.Status.CompletionTime)
+		}
+	}
+	eventually(t, 30*time.Second, "a Warning Event on the deployment says the namespace is counted again", func() (bool, string) {
+		var evs eventsv1.EventList
+		if err := k8s.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "HiCacheDeployment" && e.Reason == hicachev1alpha1.ReasonRecountAfterFailover && e.Type == "Warning" {
+				return true, ""
+			}
+			seen = append(seen, e.Reason)
+		}
+		return false, strings.Join(seen, ", ")
+	})
+}
+
+// refuseDeploymentWrites makes the API server refuse, in namespace ns, what a HiCacheDeployment's
+// reconcile writes to start a layout: its status, its ConfigMaps and Services, new StatefulSets
+// (a ValidatingAdmissionPolicy that denies them, as a failing policy or webhook would). Flushes,
+// backends and pods are written as usual. It returns once the refusal is in effect, with the
+// function that lifts it, which returns once writes are admitted again. It runs in the
+// operator's goroutines too (a flush's hook): it reports, and does not fail the test.
+func refuseDeploymentWrites(ns string) (lift func() error, err error) {
+	ctx := context.Background()
+	name := "refuse-deployment-writes-" + ns
+	rule := func(group, resource string, ops ...admissionregistrationv1.OperationType) admissionregistrationv1.NamedRuleWithOperations {
+		return admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+			Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: []string{resource}}}}
+	}
+	add, upd := admissionregistrationv1.Create, admissionregistrationv1.Update
+	pol := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{
+				rule(hicachev1alpha1.GroupVersion.Group, "hicachedeployments/status", upd),
+				rule("", "configmaps", add, upd),
+				rule("", "services", add, upd),
+				rule("apps", "statefulsets", add),
+			}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "the test refuses the deployment's writes for now"}},
+		}}
+	bind := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}}}
+	remove := func() error {
+		var errs []error
+		for _, o := range []client.Object{bind, pol} {
+			if err := k8s.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	probe := func() error {
+		return k8s.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns}}, client.DryRunAll)
+	}
+	until := func(what string, done func() bool) error {
+		for deadline := time.Now().Add(30 * time.Second); !done(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s: not within 30s", what)
+			}
+		}
+		return nil
+	}
+	for _, o := range []client.Object{pol, bind} {
+		if err := k8s.Create(ctx, o); err != nil {
+			return remove, fmt.Errorf("creating %T %s: %w", o, name, err)
+		}
+	}
+	if err := until("the API server refuses the deployment's writes", func() bool { return probe() != nil }); err != nil {
+		return remove, err
+	}
+	return func() error {
+		if err := remove(); err != nil {
+			return err
+		}
+		return until("the API server admits the deployment's writes again", func() bool { return probe() == nil })
+	}, nil
 }

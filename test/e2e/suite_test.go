@@ -122,7 +122,7 @@ func run(m *testing.M) int {
 // startManager runs the operator in this process, as cmd/manager does, with its requests
 // counted and namespace flushes run by flush.py on this host (kwok runs no Job containers).
 func startManager() error {
-	cancel, done, err := newManager("")
+	cancel, done, err := newManager("", nil)
 	if err != nil {
 		return err
 	}
@@ -135,11 +135,18 @@ func startManager() error {
 // taking over from one that died would; the test's end brings back the suite's own.
 func restartManagerAs(t *testing.T, identity string) {
 	t.Helper()
+	restartManagerWith(t, identity, nil)
+}
+
+// restartManagerWith is restartManagerAs with the operator's options changed by change (nil:
+// the suite's).
+func restartManagerWith(t *testing.T, identity string, change func(*controllers.Options)) {
+	t.Helper()
 	stopManager()
 	if err := <-managerDone; err != nil {
 		t.Fatalf("the operator stopped with an error: %v", err)
 	}
-	cancel, done, err := newManager(identity)
+	cancel, done, err := newManager(identity, change)
 	if err != nil {
 		t.Fatalf("starting the operator as %s: %v", identity, err)
 	}
@@ -149,8 +156,9 @@ func restartManagerAs(t *testing.T, identity string) {
 }
 
 // newManager starts an operator in this process under identity ("": the default, which
-// restartManager keeps) and returns how to stop it and where its end is reported.
-func newManager(identity string) (context.CancelFunc, <-chan error, error) {
+// restartManager keeps), with its options changed by change (nil: none), and returns how to
+// stop it and where its end is reported.
+func newManager(identity string, change func(*controllers.Options)) (context.CancelFunc, <-chan error, error) {
 	cfg := rest.CopyConfig(cluster.Config())
 	cfg.QPS, cfg.Burst = 200, 400
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt} }
@@ -166,7 +174,7 @@ func newManager(identity string) (context.CancelFunc, <-chan error, error) {
 		return nil, nil, err
 	}
 	python := filepath.Join(repo, "bin", "mooncake-venv", "bin", "python")
-	if err := controllers.Setup(mgr, controllers.Options{
+	opts := controllers.Options{
 		BackendPollInterval: time.Second,
 		Flusher:             flushRuns.runner(controllers.LocalFlusher{Python: python}, controllers.JobFlusher{Client: mgr.GetClient()}),
 		Identity:            identity,
@@ -175,7 +183,11 @@ func newManager(identity string) (context.CancelFunc, <-chan error, error) {
 		FlushBackoffMax:     8 * time.Second,
 		// As the chart's pod would be told: the policies admit the operator from there.
 		OperatorNamespace: operatorNamespace,
-	}); err != nil {
+	}
+	if change != nil {
+		change(&opts)
+	}
+	if err := controllers.Setup(mgr, opts); err != nil {
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -192,7 +204,7 @@ const flushAttemptTimeout = 30 * time.Second
 // second replica or a lease hand-over would, until the test ends.
 func startSecondManager(t *testing.T, identity string) {
 	t.Helper()
-	cancel, done, err := newManager(identity)
+	cancel, done, err := newManager(identity, nil)
 	if err != nil {
 		t.Fatalf("starting a second operator: %v", err)
 	}
