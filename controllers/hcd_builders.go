@@ -82,13 +82,13 @@ func roleServerConfig(hcd *hicachev1alpha1.HiCacheDeployment, sr *servingRole, b
 
 // buildConfigMap holds the rendered extra config and the rank plan, for people and tools.
 func buildConfigMap(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, mc *sglang.MooncakeConfig) (*corev1.ConfigMap, error) {
-	planJSON, err := json.MarshalIndent(r.Plan, "", "  ")
+	plan, err := r.Plan.Render()
 	if err != nil {
 		return nil, err
 	}
 	data := map[string]string{
-		"plan.txt":  r.Plan.String(),
-		"plan.json": string(planJSON),
+		"plan.txt":  plan.Table,
+		"plan.json": plan.JSON,
 		"layout.txt": fmt.Sprintf("namespace: %s\nfingerprint: %s\n\n%s",
 			r.Namespace, r.Fingerprint, r.Facts.Canonical()),
 	}
@@ -117,12 +117,12 @@ func buildConfigMap(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved,
 // role's name ("decode-plan.txt", "decode-plan.json").
 func addRolePlans(cm *corev1.ConfigMap, served []*servingRole) error {
 	for _, sr := range served {
-		planJSON, err := json.MarshalIndent(sr.res.Plan, "", "  ")
+		plan, err := sr.res.Plan.Render()
 		if err != nil {
 			return err
 		}
-		cm.Data[string(sr.role)+"-plan.txt"] = sr.res.Plan.String()
-		cm.Data[string(sr.role)+"-plan.json"] = string(planJSON)
+		cm.Data[string(sr.role)+"-plan.txt"] = plan.Table
+		cm.Data[string(sr.role)+"-plan.json"] = plan.JSON
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 )
 
@@ -909,4 +911,116 @@ func jsonString(b []byte, s string) []byte {
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"')
+}
+
+// RenderedPlan is a plan as people and tools read it: in the deployment's ConfigMap, plan.json
+// and plan.txt.
+type RenderedPlan struct {
+	// JSON is the plan's JSON as json.MarshalIndent(plan, "", "  ") writes it.
+	JSON string
+	// Table is the plan's table (String).
+	Table string
+}
+
+// Render returns the plan's indented JSON and its table. A reconcile renders the same plan
+// again and again, and for 256 ranks that is milliseconds and 650 KB: the renderings of the
+// plans from Plan and RolePlan rendered last are kept (renderedPlans).
+func (p RankPlan) Render() (RenderedPlan, error) {
+	if p.shape == nil {
+		return p.render()
+	}
+	key, err := p.renderKey()
+	if err != nil {
+		return RenderedPlan{}, err
+	}
+	if r, ok := renderedPlans.get(key); ok {
+		return r, nil
+	}
+	r, err := p.render()
+	if err != nil {
+		return RenderedPlan{}, err
+	}
+	renderedPlans.add(key, r)
+	return r, nil
+}
+
+func (p RankPlan) render() (RenderedPlan, error) {
+	compact, err := p.MarshalJSON()
+	if err != nil {
+		return RenderedPlan{}, err
+	}
+	var b bytes.Buffer
+	b.Grow(2 * len(compact))
+	if err := json.Indent(&b, compact, "", "  "); err != nil {
+		return RenderedPlan{}, err
+	}
+	return RenderedPlan{JSON: b.String(), Table: p.String()}, nil
+}
+
+// renderKey is everything a plan from Plan or RolePlan is made of: its header and warnings,
+// the topology it was planned from and its role.
+func (p RankPlan) renderKey() (string, error) {
+	header, err := json.Marshal(rankPlanJSON{
+		Attention: p.Attention, Backend: p.Backend, TensorParallel: p.TensorParallel, PipelineParallel: p.PipelineParallel,
+		AttentionTP: p.AttentionTP, AttentionDPGroups: p.AttentionDPGroups, Replicas: p.Replicas, Warnings: p.Warnings,
+	})
+	if err != nil {
+		return "", err
+	}
+	topo, err := json.Marshal(p.shape.topo)
+	if err != nil {
+		return "", err
+	}
+	return string(header) + "\x00" + string(topo) + "\x00" + strconv.Itoa(int(p.shape.role)) + "\x00" + p.shape.noDutiesReason, nil
+}
+
+// renderedPlans keeps the last renderings, at most 8 of them and 8 MiB together.
+var renderedPlans = &renderCache{maxEntries: 8, maxBytes: 8 << 20}
+
+// renderCache is a small least-recently-used cache of renderings by key.
+type renderCache struct {
+	mu                   sync.Mutex
+	maxEntries, maxBytes int
+	entries              []renderEntry // most recently used first
+	bytes                int
+}
+
+type renderEntry struct {
+	key string
+	r   RenderedPlan
+}
+
+func (e renderEntry) size() int { return len(e.key) + len(e.r.JSON) + len(e.r.Table) }
+
+func (c *renderCache) get(key string) (RenderedPlan, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := slices.IndexFunc(c.entries, func(e renderEntry) bool { return e.key == key })
+	if i < 0 {
+		return RenderedPlan{}, false
+	}
+	e := c.entries[i]
+	copy(c.entries[1:i+1], c.entries[:i])
+	c.entries[0] = e
+	return e.r, true
+}
+
+func (c *renderCache) add(key string, r RenderedPlan) {
+	e := renderEntry{key: key, r: r}
+	if e.size() > c.maxBytes {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if slices.ContainsFunc(c.entries, func(e renderEntry) bool { return e.key == key }) {
+		return
+	}
+	c.entries = slices.Insert(c.entries, 0, e)
+	c.bytes += e.size()
+	for len(c.entries) > c.maxEntries || c.bytes > c.maxBytes {
+		n := len(c.entries) - 1
+		c.bytes -= c.entries[n].size()
+		c.entries[n] = renderEntry{}
+		c.entries = c.entries[:n]
+	}
 }

@@ -120,7 +120,8 @@ type referencePlanJSON struct {
 }
 
 // differsFromReference says how got differs from the reference plan want: its header, its
-// ranks (all at once and one by one), its counts, its JSON, summary and table; "" if in nothing.
+// ranks (all at once and one by one), its counts, its JSON, summary and table, and its
+// rendering; "" if in nothing.
 // (TestPlanTableAndJSON reads the JSON back.)
 func differsFromReference(want, got RankPlan) string {
 	if want.Attention != got.Attention || want.Backend != got.Backend || want.TensorParallel != got.TensorParallel ||
@@ -165,8 +166,16 @@ func differsFromReference(want, got RankPlan) string {
 	if w, g := referenceSummary(want), got.Summary(); w != g {
 		return fmt.Sprintf("Summary %q, reference %q", g, w)
 	}
-	if w, g := want.String(), got.String(); w != g {
+	table := want.String()
+	if got.String() != table {
 		return "the table differs from the reference's"
+	}
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, wantJSON, "", "  "); err != nil {
+		return err.Error()
+	}
+	if r, err := got.Render(); err != nil || r.JSON != indented.String() || r.Table != table {
+		return fmt.Sprintf("Render differs from the reference's indented JSON and table (%v)", err)
 	}
 	return ""
 }

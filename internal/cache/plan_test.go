@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -359,5 +360,61 @@ func TestPlanTableGroupsIdenticalRanks(t *testing.T) {
 				t.Errorf("rows (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestRenderKeepsTheLastRenderings: a plan rendered again is served from the cache (the very
+// same strings), a role's plan of the same topology is rendered on its own, and the cache
+// forgets the least recently used rendering beyond its bounds.
+func TestRenderKeepsTheLastRenderings(t *testing.T) {
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	topo := mk("DeepSeekV4").TP(16).Obj(t)
+	first, err := mustPlan(t, topo).Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := mustPlan(t, topo).Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !same(first.JSON, again.JSON) || !same(first.Table, again.Table) {
+		t.Error("a plan of the same topology was rendered again instead of served from the cache")
+	}
+	decode, err := RolePlan(RoleDecode, DecodeL3None, topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := decode.Render(); err != nil || r.JSON == first.JSON || !strings.Contains(r.Table, "no L3 duties") {
+		t.Errorf("the decode role's plan rendered as the ordinary plan (%v):\n%s", err, r.Table)
+	}
+	// A plan that holds its ranks is rendered every time.
+	held := mustPlan(t, topo)
+	held = held.WithRanks(held.Ranks())
+	if r, err := held.Render(); err != nil || same(r.JSON, first.JSON) || r.JSON != first.JSON {
+		t.Errorf("a plan that holds its ranks: served from the cache or rendered otherwise (%v)", err)
+	}
+
+	c := &renderCache{maxEntries: 2, maxBytes: 100}
+	c.add("a", RenderedPlan{JSON: "1"})
+	c.add("b", RenderedPlan{JSON: "2"})
+	if _, ok := c.get("a"); !ok { // a is now the most recently used
+		t.Fatal("a is not cached")
+	}
+	c.add("c", RenderedPlan{JSON: "3"})
+	if _, ok := c.get("b"); ok {
+		t.Error("b, the least recently used, was kept beyond 2 entries")
+	}
+	for _, k := range []string{"a", "c"} {
+		if _, ok := c.get(k); !ok {
+			t.Errorf("%s was dropped", k)
+		}
+	}
+	c.add("d", RenderedPlan{JSON: strings.Repeat("x", 98)})
+	if len(c.entries) != 1 || c.entries[0].key != "d" || c.bytes != 99 {
+		t.Errorf("beyond 100 bytes the cache keeps %d entries of %d bytes, want d alone (99 bytes)", len(c.entries), c.bytes)
+	}
+	c.add("e", RenderedPlan{JSON: strings.Repeat("x", 200)})
+	if _, ok := c.get("e"); ok {
+		t.Error("a rendering larger than the whole cache was kept")
 	}
 }
