@@ -165,13 +165,8 @@ func TestThreeMemberEtcdLosesAMemberAndTheLeader(t *testing.T) {
 		t.Errorf("%d claims, want one per member", len(claims.Items))
 	}
 
-	etcdAddr := "etcd://" + endpoint
-	clientEnv := []corev1.EnvVar{{Name: "MC_STORE_CLUSTER_ID", Value: ns + "." + backendName}}
-	keys := make([]string, 30)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("etcd3_k%02d", i)
-	}
-	storeJobVia(t, ns, "put-before", etcdAddr, clientEnv, keys, "put", "--size", "4096")
+	clients := viaEtcd(ns, endpoint, "etcd3")
+	clients.putBefore(t)
 
 	leader, _ := servingMaster(t, ns, "", time.Minute)
 	var member, master corev1.Pod
@@ -231,19 +226,7 @@ func TestThreeMemberEtcdLosesAMemberAndTheLeader(t *testing.T) {
 	}
 
 	// Clients find the new leader in etcd, and read nothing but their own bytes.
-	out := storeJobVia(t, ns, "verify-after", etcdAddr, clientEnv, keys, "verify", "--size", "4096")
-	logf("%s: read back after the failover: %s", ns, lastJSON(out))
-	if !strings.Contains(out, `"wrong": 0`) {
-		t.Errorf("objects read back after the failover hold other bytes: %s", lastJSON(out))
-	}
-	fresh := []string{"etcd3_after_a", "etcd3_after_b", "etcd3_after_c"}
-	// Until the store pods have re-mounted their segments on the new leader (at their next
-	// heartbeat) a client with no segment of its own is refused a put for want of space (-200):
-	// the writer tries again, as a rank does at its next backup.
-	putAfterFailover(t, ns, etcdAddr, clientEnv, fresh, killed)
-	if out := storeJobVia(t, ns, "verify-fresh", etcdAddr, clientEnv, fresh, "verify", "--size", "4096"); !strings.Contains(out, `"verified": 3`) {
-		t.Errorf("writing and reading through etcd:// after the failover: %s", lastJSON(out))
-	}
+	clients.checkAfter(t, "the failover", killed)
 
 	// The members' claims go with the backend (the StatefulSet's claim retention policy).
 	cb := &hicachev1alpha1.CacheBackend{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backendName}}
@@ -277,14 +260,8 @@ func TestOneMemberEtcdOnEmptyDirStartsOverWhenItsPodGoes(t *testing.T) {
 		cb.Spec.Mooncake.Managed.HA = &hicachev1alpha1.MasterHA{Etcd: hicachev1alpha1.EtcdEndpoints{
 			Managed: &hicachev1alpha1.ManagedEtcd{Storage: hicachev1alpha1.EtcdStorage{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}}
 	})
-	endpoint := managedEtcdReady(t, ns, 1)
-	etcdAddr := "etcd://" + endpoint
-	clientEnv := []corev1.EnvVar{{Name: "MC_STORE_CLUSTER_ID", Value: ns + "." + backendName}}
-	keys := make([]string, 30)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("etcd1_k%02d", i)
-	}
-	storeJobVia(t, ns, "put-before", etcdAddr, clientEnv, keys, "put", "--size", "4096")
+	clients := viaEtcd(ns, managedEtcdReady(t, ns, 1), "etcd1")
+	clients.putBefore(t)
 	leader, _ := servingMaster(t, ns, "", time.Minute)
 
 	pod := backendPods(t, ns, "etcd")[0]
@@ -324,20 +301,8 @@ func TestOneMemberEtcdOnEmptyDirStartsOverWhenItsPodGoes(t *testing.T) {
 	}
 	logf("%s: etcd pod on emptyDir killed; no master served from %s, then %s (was %s) served after %s", ns,
 		down.Round(100*time.Millisecond), newLeader, leader, served.Round(100*time.Millisecond))
-	out := storeJobVia(t, ns, "verify-after", etcdAddr, clientEnv, keys, "verify", "--size", "4096")
-	logf("%s: kept across the etcd's loss: %s", ns, lastJSON(out))
-	if !strings.Contains(out, `"wrong": 0`) {
-		t.Errorf("objects read back after the etcd's loss hold other bytes: %s", lastJSON(out))
-	}
-	// New clients find the leader in the new etcd.
-	fresh := []string{"etcd1_after_a", "etcd1_after_b", "etcd1_after_c"}
-	// Until the store pods have re-mounted their segments on the new leader (at their next
-	// heartbeat) a client with no segment of its own is refused a put for want of space (-200):
-	// the writer tries again, as a rank does at its next backup.
-	putAfterFailover(t, ns, etcdAddr, clientEnv, fresh, killed)
-	if out := storeJobVia(t, ns, "verify-fresh", etcdAddr, clientEnv, fresh, "verify", "--size", "4096"); !strings.Contains(out, `"verified": 3`) {
-		t.Errorf("writing and reading through etcd:// on the new etcd: %s", lastJSON(out))
-	}
+	// What is kept is a cold cache at worst; new clients find the leader in the new etcd.
+	clients.checkAfter(t, "the etcd's loss", killed)
 	testutil.Eventually(t, time.Minute, "the backend Ready again with the etcd Ready", func() (bool, string) {
 		cb := getBackend(t, ns)
 		return conditionIs(cb.Status.Conditions, hicachev1alpha1.ConditionReady, metav1.ConditionTrue) &&
@@ -359,14 +324,52 @@ func restarts(t *testing.T, ns, name string) int32 {
 	return n
 }
 
-// putAfterFailover puts keys through master in a client Job whose pod is tried again when the put
-// is refused, and logs how many tries it took and when, after the kill, it succeeded.
-func putAfterFailover(t *testing.T, ns, master string, env []corev1.EnvVar, keys []string, killed time.Time) {
+// etcdClients are store clients of the backend that find its leader master through its managed
+// etcd, and the keys they put before a fault.
+type etcdClients struct {
+	ns, master, prefix string
+	env                []corev1.EnvVar
+	keys               []string
+}
+
+// viaEtcd is the clients of the backend in ns through the etcd at endpoint, whose keys start with
+// prefix.
+func viaEtcd(ns, endpoint, prefix string) *etcdClients {
+	return &etcdClients{ns: ns, master: "etcd://" + endpoint, prefix: prefix,
+		env: []corev1.EnvVar{{Name: "MC_STORE_CLUSTER_ID", Value: ns + "." + backendName}}}
+}
+
+// putBefore puts 30 objects of 4 KiB, before the fault.
+func (c *etcdClients) putBefore(t *testing.T) {
 	t.Helper()
-	storeJobWith(t, ns, "put-after", master, env, keys, 4, "put", "--size", "4096")
+	c.keys = make([]string, 30)
+	for i := range c.keys {
+		c.keys[i] = fmt.Sprintf("%s_k%02d", c.prefix, i)
+	}
+	storeJobVia(t, c.ns, "put-before", c.master, c.env, c.keys, "put", "--size", "4096")
+}
+
+// checkAfter checks the store through etcd after fault, which began at killed: what is read back
+// of the objects put before holds their own bytes (how many are kept is logged), and a new
+// client's objects are written and read back.
+func (c *etcdClients) checkAfter(t *testing.T, fault string, killed time.Time) {
+	t.Helper()
+	out := storeJobVia(t, c.ns, "verify-after", c.master, c.env, c.keys, "verify", "--size", "4096")
+	logf("%s: read back after %s: %s", c.ns, fault, lastJSON(out))
+	if !strings.Contains(out, `"wrong": 0`) {
+		t.Errorf("objects read back after %s hold other bytes: %s", fault, lastJSON(out))
+	}
+	fresh := []string{c.prefix + "_after_a", c.prefix + "_after_b", c.prefix + "_after_c"}
+	// Until the store pods have re-mounted their segments on the new leader (at their next
+	// heartbeat) a client with no segment of its own is refused a put for want of space (-200):
+	// the writer tries again, as a rank does at its next backup.
+	storeJobWith(t, c.ns, "put-after", c.master, c.env, fresh, 4, "put", "--size", "4096")
 	var j batchv1.Job
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "put-after"}, &j); err != nil {
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: "put-after"}, &j); err != nil {
 		t.Fatal(err)
 	}
-	logf("%s: a new client's put succeeded %s after the kill, on try %d", ns, time.Since(killed).Round(100*time.Millisecond), j.Status.Failed+1)
+	logf("%s: a new client's put succeeded %s after the kill, on try %d", c.ns, time.Since(killed).Round(100*time.Millisecond), j.Status.Failed+1)
+	if out := storeJobVia(t, c.ns, "verify-fresh", c.master, c.env, fresh, "verify", "--size", "4096"); !strings.Contains(out, `"verified": 3`) {
+		t.Errorf("writing and reading through etcd:// after %s: %s", fault, lastJSON(out))
+	}
 }
