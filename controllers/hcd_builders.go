@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/cache"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
 )
@@ -82,15 +83,12 @@ func roleServerConfig(hcd *hicachev1alpha1.HiCacheDeployment, sr *servingRole, b
 
 // buildConfigMap holds the rendered extra config and the rank plan, for people and tools.
 func buildConfigMap(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, mc *sglang.MooncakeConfig) (*corev1.ConfigMap, error) {
-	plan, err := r.Plan.Render()
-	if err != nil {
-		return nil, err
-	}
 	data := map[string]string{
-		"plan.txt":  plan.Table,
-		"plan.json": plan.JSON,
 		"layout.txt": fmt.Sprintf("namespace: %s\nfingerprint: %s\n\n%s",
 			r.Namespace, r.Fingerprint, r.Facts.Canonical()),
+	}
+	if err := putPlan(data, "", r.Plan); err != nil {
+		return nil, err
 	}
 	if mc != nil {
 		extra, err := sglang.MooncakeExtraConfig(*mc)
@@ -117,13 +115,43 @@ func buildConfigMap(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved,
 // role's name ("decode-plan.txt", "decode-plan.json").
 func addRolePlans(cm *corev1.ConfigMap, served []*servingRole) error {
 	for _, sr := range served {
-		plan, err := sr.res.Plan.Render()
-		if err != nil {
+		if err := putPlan(cm.Data, string(sr.role)+"-", sr.res.Plan); err != nil {
 			return err
 		}
-		cm.Data[string(sr.role)+"-plan.txt"] = plan.Table
-		cm.Data[string(sr.role)+"-plan.json"] = plan.JSON
 	}
+	return nil
+}
+
+// maxPlanBytes bounds what the rank plans take of a deployment's ConfigMap: the API server
+// refuses a ConfigMap of more than 1 MiB, and the plan of a thousand ranks is more than that.
+const maxPlanBytes = 768 << 10
+
+// putPlan adds a plan's table and JSON to a ConfigMap's data under prefix ("plan.txt",
+// "decode-plan.json"), as far as the plans put there before leave room under maxPlanBytes. A
+// plan too large keeps its table and a note, or the note alone; its JSON is left out (kubectl
+// hicache status then computes the plan from the spec).
+func putPlan(data map[string]string, prefix string, plan cache.RankPlan) error {
+	r, err := plan.Render()
+	if err != nil {
+		return err
+	}
+	room := maxPlanBytes
+	for k, v := range data {
+		if strings.HasSuffix(k, "plan.txt") || strings.HasSuffix(k, "plan.json") {
+			room -= len(v)
+		}
+	}
+	if len(r.JSON)+len(r.Table) <= room {
+		data[prefix+"plan.txt"], data[prefix+"plan.json"] = r.Table, r.JSON
+		return nil
+	}
+	why := fmt.Sprintf("the plan of %d ranks is %d bytes as JSON, more than this ConfigMap can hold; kubectl hicache plan prints it",
+		plan.NumRanks(), len(r.JSON))
+	if note := fmt.Sprintf("%splan.json is left out: %s\n", prefix, why); len(r.Table)+len(note) <= room {
+		data[prefix+"plan.txt"] = r.Table + note
+		return nil
+	}
+	data[prefix+"plan.txt"] = fmt.Sprintf("%s\nthe table and %splan.json are left out: %s\n", plan.Summary(), prefix, why)
 	return nil
 }
 

@@ -616,3 +616,38 @@ func containsArgs(args []string, seq ...string) bool {
 	}
 	return false
 }
+
+// A deployment the API accepts gets a ConfigMap the API server takes (at most 1 MiB of data):
+// the plan of 512 ranks (TP 64 × PP 8) is 1.3 MB, so its JSON is left out and its table says so.
+func TestBuildConfigMapFitsTheAPIServer(t *testing.T) {
+	h := makeHCD("big").Profile("DeepSeekV4").TP(64).PP(8).Draft("EAGLE3").Obj()
+	r := mustResolve(t, h)
+	cm, err := buildConfigMap(h, r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := 0
+	for k, v := range cm.Data {
+		size += len(k) + len(v)
+	}
+	if size > 1<<20 {
+		t.Errorf("ConfigMap data %d bytes, more than the API server's 1 MiB", size)
+	}
+	if _, ok := cm.Data["plan.json"]; ok {
+		t.Error("plan.json is there though it does not fit")
+	}
+	if txt := cm.Data["plan.txt"]; !strings.HasPrefix(txt, "RANK") || !strings.Contains(txt, "plan.json is left out: the plan of 512 ranks") {
+		t.Errorf("plan.txt does not hold the table and why plan.json is left out:\n%.300s", txt)
+	}
+	// Once the table does not fit either, the summary and the note stand for it.
+	data := map[string]string{"plan.txt": strings.Repeat("x", maxPlanBytes-1000)}
+	if err := putPlan(data, "decode-", r.Plan); err != nil {
+		t.Fatal(err)
+	}
+	if txt := data["decode-plan.txt"]; !strings.HasPrefix(txt, r.Plan.Summary()+"\n") || !strings.Contains(txt, "the table and decode-plan.json are left out") {
+		t.Errorf("decode-plan.txt = %q, want the summary and why the table and the JSON are left out", txt)
+	}
+	if _, ok := data["decode-plan.json"]; ok {
+		t.Error("decode-plan.json is there though it does not fit")
+	}
+}
