@@ -696,9 +696,9 @@ func (p RankPlan) WriteTable(w io.Writer) error {
 	fmt.Fprintln(tw, "RANK\tTP\tPP\tDP\tWRITES\tREASON")
 	ranks := p.Ranks()
 	for _, g := range groupRanks(ranks) {
-		first, last := g[0], g[len(g)-1]
+		first, last := ranks[g.first], ranks[g.last]
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", span(first.GlobalRank, last.GlobalRank), span(first.TPRank, last.TPRank),
-			first.PPRank, first.DPRank, rowWrites(first), first.Reason)
+			first.PPRank, first.DPRank, g.writes, first.Reason)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -717,21 +717,28 @@ func (p RankPlan) WriteTable(w io.Writer) error {
 	return nil
 }
 
+// rankRow is one row of a plan's table: ranks[first] to ranks[last] and what they write.
+type rankRow struct {
+	first, last int
+	writes      string
+}
+
 // groupRanks splits ranks into runs of neighbours (consecutive global and TP
 // ranks) whose rows would read the same but for the rank numbers.
-func groupRanks(ranks []RankDuty) [][]RankDuty {
-	var out [][]RankDuty
+func groupRanks(ranks []RankDuty) []rankRow {
+	var out []rankRow
 	for i, r := range ranks {
-		if i > 0 {
-			g := out[len(out)-1]
-			prev := g[len(g)-1]
+		writes := rowWrites(r)
+		if n := len(out); n > 0 {
+			g := &out[n-1]
+			prev := ranks[g.last]
 			if r.GlobalRank == prev.GlobalRank+1 && r.TPRank == prev.TPRank+1 && r.PPRank == prev.PPRank && r.DPRank == prev.DPRank &&
-				r.Reason == prev.Reason && rowWrites(r) == rowWrites(prev) {
-				out[len(out)-1] = append(g, r)
+				r.Reason == prev.Reason && writes == g.writes {
+				g.last = i
 				continue
 			}
 		}
-		out = append(out, []RankDuty{r})
+		out = append(out, rankRow{first: i, last: i, writes: writes})
 	}
 	return out
 }
