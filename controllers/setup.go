@@ -43,8 +43,11 @@ const (
 	DefaultProbeTimeout = 3 * time.Second
 	// DefaultBackendWorkers is how many backends are reconciled (and probed) at once.
 	DefaultBackendWorkers = 4
-	// DefaultDeploymentWorkers is how many HiCacheDeployments are reconciled at once.
-	DefaultDeploymentWorkers = 1
+	// DefaultDeploymentWorkers is how many HiCacheDeployments are reconciled at once. A
+	// reconcile waits mostly on the API server's round trips (the manager used 13 % of a core
+	// while creating 1,000 deployments with one worker); four overlap them: 1,000 deployments
+	// were Ready in 173 s instead of 269 s on two quiet cores.
+	DefaultDeploymentWorkers = 4
 )
 
 // FieldOwner is the server-side apply field manager of everything the operator writes.
