@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -956,12 +955,55 @@ func (p RankPlan) render() (RenderedPlan, error) {
 	if err != nil {
 		return RenderedPlan{}, err
 	}
-	var b bytes.Buffer
-	b.Grow(2 * len(compact))
-	if err := json.Indent(&b, compact, "", "  "); err != nil {
-		return RenderedPlan{}, err
+	return RenderedPlan{JSON: string(indentJSON(make([]byte, 0, 2*len(compact)), compact, "  ")), Table: p.String()}, nil
+}
+
+// indentJSON appends src, compact JSON that encoding/json wrote, indented as json.Indent does
+// with no prefix: without json.Indent's validation, which took twice as long as writing it.
+func indentJSON(dst, src []byte, indent string) []byte {
+	depth := 0
+	newline := func() {
+		dst = append(dst, '\n')
+		for range depth {
+			dst = append(dst, indent...)
+		}
 	}
-	return RenderedPlan{JSON: b.String(), Table: p.String()}, nil
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		switch c {
+		case '"':
+			// A string, escapes and all, up to its closing quote.
+			j := i + 1
+			for ; j < len(src) && src[j] != '"'; j++ {
+				if src[j] == '\\' {
+					j++
+				}
+			}
+			dst = append(dst, src[i:j+1]...)
+			i = j
+		case '{', '[':
+			dst = append(dst, c)
+			if i+1 < len(src) && (src[i+1] == '}' || src[i+1] == ']') {
+				dst = append(dst, src[i+1])
+				i++
+				continue
+			}
+			depth++
+			newline()
+		case '}', ']':
+			depth--
+			newline()
+			dst = append(dst, c)
+		case ',':
+			dst = append(dst, c)
+			newline()
+		case ':':
+			dst = append(dst, ':', ' ')
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return dst
 }
 
 // renderKey is everything a plan from Plan or RolePlan is made of: its header and warnings,

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -416,5 +417,29 @@ func TestRenderKeepsTheLastRenderings(t *testing.T) {
 	c.add("e", RenderedPlan{JSON: strings.Repeat("x", 200)})
 	if _, ok := c.get("e"); ok {
 		t.Error("a rendering larger than the whole cache was kept")
+	}
+}
+
+// TestIndentJSONIsJSONIndent: indentJSON indents what encoding/json writes exactly as
+// json.Indent does, strings with quotes, backslashes, brackets and escapes included.
+func TestIndentJSONIsJSONIndent(t *testing.T) {
+	for _, v := range []any{
+		map[string]any{},
+		[]any{},
+		map[string]any{"a": []any{}, "b": map[string]any{}, "c": nil, "d": []int{1, 2}},
+		[]any{"x\"y", `back\slash\`, "{[,:]}", "<&>", "\u2028\n\t", "", "—", map[string]string{`k"{`: `v\"`}},
+		map[string]any{"ranks": []any{map[string]any{"writes": []any{}, "reads": []any{map[string]any{"keySuffixes": []string{"_0_1_k"}}}}}},
+	} {
+		compact, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		if err := json.Indent(&want, compact, "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		if got := indentJSON(nil, compact, "  "); string(got) != want.String() {
+			t.Errorf("indentJSON(%s) =\n%s\njson.Indent:\n%s", compact, got, want.String())
+		}
 	}
 }
