@@ -32,7 +32,8 @@ import (
 //     already down is replaced at once, since replacing it costs no availability;
 //   - a group that lost a rank is recreated whole whatever the budget (its process group cannot
 //     take a rank back), after a delay that grows with each attempt since it last formed;
-//   - a formed group's members are recorded, so that a rank replaced later is noticed;
+//   - a formed group's members are recorded (in the status, with the write that reports it
+//     Ready), so that a rank replaced later is noticed;
 //   - a Fixed-namespace drain stops every group and starts none; a deployment held off a
 //     namespace another layout writes stops the groups writing it.
 //
@@ -112,6 +113,8 @@ type groupAction struct {
 	why string
 	// annotations are written to the group's StatefulSet with the action ("" removes one).
 	annotations map[string]string
+	// members (actRemember) is the record of the group's pods, which the status keeps.
+	members string
 }
 
 // groupPlan is what to do to the serving groups this round, and when to look again.
@@ -270,9 +273,11 @@ func planRole(plan *groupPlan, groups map[groupKey]*group, rw roleWant, budget, 
 					hicachev1alpha1.AnnotationRecreations: strconv.Itoa(count + 1), hicachev1alpha1.AnnotationRecreatedAt: now.UTC().Format(time.RFC3339)}
 				break
 			}
-			if members := membersAnnotation(grp.pods); groupReady(grp, grp.size()) && grp.sts.Annotations[hicachev1alpha1.AnnotationMembers] != members {
-				act.kind, act.annotations = actRemember, map[string]string{
-					hicachev1alpha1.AnnotationMembers: members, hicachev1alpha1.AnnotationRecreations: "", hicachev1alpha1.AnnotationRecreatedAt: ""}
+			if members := membersAnnotation(grp.pods); groupReady(grp, grp.size()) && grp.members != members {
+				// The record rides on the status write that reports the group Ready; the
+				// StatefulSet loses the annotation of an older record and the failures it counted.
+				act.kind, act.members, act.annotations = actRemember, members, map[string]string{
+					hicachev1alpha1.AnnotationMembers: "", hicachev1alpha1.AnnotationRecreations: "", hicachev1alpha1.AnnotationRecreatedAt: ""}
 			}
 		}
 		plan.actions = append(plan.actions, act)
@@ -375,6 +380,11 @@ func (r *HiCacheDeploymentReconciler) executeGroupPlan(ctx context.Context, hcd 
 			obs.rolling = append(obs.rolling, g)
 		case actRecreate:
 			obs.recreated = append(obs.recreated, g)
+		case actRemember:
+			if obs.formed == nil {
+				obs.formed = map[groupKey]hicachev1alpha1.FormedGroup{}
+			}
+			obs.formed[g] = hicachev1alpha1.FormedGroup{Name: grp.sts.Name, Revision: groupRevision(grp.sts), Pods: act.members}
 		}
 	}
 	return nil

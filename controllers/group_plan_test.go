@@ -195,7 +195,7 @@ func TestPlanGroups(t *testing.T) {
 		"a formed group's members are recorded and its failures forgotten": {
 			groups: groupsOf(func() *group {
 				g := formedGroup(0, 2, "new")
-				g.sts.Annotations[hicachev1alpha1.AnnotationMembers] = ""
+				g.members = ""
 				g.sts.Annotations[hicachev1alpha1.AnnotationRecreations] = "2"
 				return g
 			}()), want: want(1, 1),
@@ -248,17 +248,18 @@ func TestPlanGroups(t *testing.T) {
 }
 
 // The history a plan writes: a roll and a replacement forget the members, a recreate counts the
-// attempt at the time now, a formed group records its members and forgets its failures.
+// attempt at the time now, a formed group records its members (for the status) and forgets its
+// failures; the StatefulSets lose the annotation that recorded members before the status did.
 func TestPlanGroupsHistory(t *testing.T) {
 	failing := recreatedGroup(0, "new", 2, time.Hour)
 	formed := formedGroup(1, 2, "new")
-	formed.sts.Annotations[hicachev1alpha1.AnnotationMembers] = ""
+	formed.members = ""
 	formed.sts.Annotations[hicachev1alpha1.AnnotationRecreations] = "2"
 	plan := planGroups(groupsOf(failing, formed, formedGroup(2, 2, "old")),
 		groupWant{roles: []roleWant{{replicas: 3, hashes: hashes(3, "new")}}, maxUnavailable: 2}, t0.Time)
 	want := map[groupKey]map[string]string{
 		{index: 0}: {hicachev1alpha1.AnnotationMembers: "", hicachev1alpha1.AnnotationRecreations: "3", hicachev1alpha1.AnnotationRecreatedAt: t0.UTC().Format(time.RFC3339)},
-		{index: 1}: {hicachev1alpha1.AnnotationMembers: membersAnnotation(formed.pods), hicachev1alpha1.AnnotationRecreations: "", hicachev1alpha1.AnnotationRecreatedAt: ""},
+		{index: 1}: {hicachev1alpha1.AnnotationMembers: "", hicachev1alpha1.AnnotationRecreations: "", hicachev1alpha1.AnnotationRecreatedAt: ""},
 		{index: 2}: {hicachev1alpha1.AnnotationMembers: ""},
 	}
 	if got := describe(plan); got != "Recreate 0, Remember 1, Roll 2" {
@@ -267,6 +268,9 @@ func TestPlanGroupsHistory(t *testing.T) {
 	for _, a := range plan.actions {
 		if fmt.Sprint(a.annotations) != fmt.Sprint(want[a.group]) {
 			t.Errorf("%s %s writes %v, want %v", a.kind, a.group, a.annotations, want[a.group])
+		}
+		if wantMembers := map[groupKey]string{{index: 1}: membersAnnotation(formed.pods)}[a.group]; a.members != wantMembers {
+			t.Errorf("%s %s records members %q, want %q", a.kind, a.group, a.members, wantMembers)
 		}
 	}
 	if why := plan.actions[0].why; !strings.Contains(why, "failed") {
@@ -326,7 +330,7 @@ func simulateRollout(t *testing.T, roles []simRole, maxUnavailable int, check fu
 				f.pods[i].Name = "g" + k.String() + "-" + strconv.Itoa(i)
 				f.pods[i].UID = types.UID(f.pods[i].Name)
 			}
-			f.sts.Annotations[hicachev1alpha1.AnnotationMembers] = membersAnnotation(f.pods)
+			f.members = membersAnnotation(f.pods)
 			w[k] = &simGroup{sts: f, pods: f.pods, age: 9}
 			lagged[k] = f.pods
 			hs[g] = r.to
@@ -338,7 +342,7 @@ func simulateRollout(t *testing.T, roles []simRole, maxUnavailable int, check fu
 		// What the cache shows: today's StatefulSets, last round's pods.
 		seen := map[groupKey]*group{}
 		for k, ws := range w {
-			seen[k] = &group{key: k, sts: ws.sts.sts.DeepCopy(), pods: lagged[k]}
+			seen[k] = &group{key: k, sts: ws.sts.sts.DeepCopy(), pods: lagged[k], members: ws.sts.members}
 		}
 		plan := planGroups(seen, want, t0.Time)
 		for k := range w {
@@ -350,9 +354,11 @@ func simulateRollout(t *testing.T, roles []simRole, maxUnavailable int, check fu
 			switch a.kind {
 			case actRoll:
 				ws.sts.sts.Annotations[hicachev1alpha1.AnnotationTemplateHash] = want.roles[slices.IndexFunc(want.roles, func(rw roleWant) bool { return rw.role == a.group.role })].hashes[a.group.index]
-				ws.pods = nil
+				ws.pods, ws.sts.members = nil, ""
 			case actReplace, actRecreate:
-				ws.pods = nil
+				ws.pods, ws.sts.members = nil, ""
+			case actRemember:
+				ws.sts.members = a.members // the status written at the round's end
 			}
 			for k, v := range a.annotations {
 				ws.sts.sts.Annotations[k] = v

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 )
@@ -161,6 +162,47 @@ func TestRecreateBackoff(t *testing.T) {
 			count, wait := recreateBackoff(tc.sts, now)
 			if count != tc.wantCount || wait != tc.wantWait {
 				t.Errorf("recreateBackoff = %d, %s; want %d, %s", count, wait, tc.wantCount, tc.wantWait)
+			}
+		})
+	}
+}
+
+func TestFormedGroupMembers(t *testing.T) {
+	sts := func(uid, hash, recreations, annotation string) *appsv1.StatefulSet {
+		s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "d-0", UID: types.UID(uid),
+			Annotations: map[string]string{hicachev1alpha1.AnnotationTemplateHash: hash}}}
+		if recreations != "" {
+			s.Annotations[hicachev1alpha1.AnnotationRecreations] = recreations
+		}
+		if annotation != "" {
+			s.Annotations[hicachev1alpha1.AnnotationMembers] = annotation
+		}
+		return s
+	}
+	formedUnder := func(s *appsv1.StatefulSet, pods string) []hicachev1alpha1.FormedGroup {
+		return []hicachev1alpha1.FormedGroup{{Name: "other", Revision: "r", Pods: "0=x"}, {Name: s.Name, Revision: groupRevision(s), Pods: pods}}
+	}
+	cur := sts("u1", "h1", "", "")
+	cases := map[string]struct {
+		formed []hicachev1alpha1.FormedGroup
+		sts    *appsv1.StatefulSet
+		want   string
+	}{
+		"recorded under the current revision":                             {formed: formedUnder(cur, "0=a,1=b"), sts: cur, want: "0=a,1=b"},
+		"no record":                                                       {sts: cur},
+		"another group's record only":                                     {formed: formedUnder(sts("u1", "h1", "", ""), "0=a")[:1], sts: cur},
+		"a StatefulSet made again under the same name":                    {formed: formedUnder(cur, "0=a,1=b"), sts: sts("u2", "h1", "", "")},
+		"a template rolled since":                                         {formed: formedUnder(cur, "0=a,1=b"), sts: sts("u1", "h2", "", "")},
+		"a recreation since":                                              {formed: formedUnder(cur, "0=a,1=b"), sts: sts("u1", "h1", "1", "")},
+		"recorded after a recreation, its count cleared":                  {formed: formedUnder(sts("u1", "h1", "", ""), "0=c,1=d"), sts: sts("u1", "h1", "", ""), want: "0=c,1=d"},
+		"the annotation of a group formed before the status held records": {sts: sts("u1", "h1", "", "0=a,1=b"), want: "0=a,1=b"},
+		"a record in the status is newer than the annotation":             {formed: formedUnder(sts("u1", "h1", "", "0=a,1=b"), "0=c,1=d"), sts: sts("u1", "h1", "", "0=a,1=b"), want: "0=c,1=d"},
+		"a void record in the status voids the annotation too":            {formed: formedUnder(cur, "0=c,1=d"), sts: sts("u1", "h2", "", "0=a,1=b")},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := formedGroupMembers(tc.formed, tc.sts); got != tc.want {
+				t.Errorf("formedGroupMembers = %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -51,6 +51,7 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 	st.Cache = obs.cache
 
 	countGroups(hcd, st, obs, desiredGroups)
+	st.FormedGroups = formedGroups(hcd, obs)
 
 	// BackendReady mirrors the CacheBackend.
 	switch {
@@ -133,6 +134,32 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 		meta.RemoveStatusCondition(&st.Conditions, hicachev1alpha1.ConditionCacheLayoutCurrent)
 	}
 	return st
+}
+
+// formedGroups is the record of the members of every observed group: the one this reconcile
+// made, else the stored one while it holds for the group's revision; none for a group whose pods
+// were just replaced.
+func formedGroups(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) []hicachev1alpha1.FormedGroup {
+	var out []hicachev1alpha1.FormedGroup
+	for k, grp := range obs.groups {
+		if f, ok := obs.formed[k]; ok {
+			out = append(out, f)
+			continue
+		}
+		if slices.Contains(obs.rolling, k) || slices.Contains(obs.recreated, k) {
+			continue
+		}
+		for _, f := range hcd.Status.FormedGroups {
+			if f.Name == grp.sts.Name && f.Revision == groupRevision(grp.sts) {
+				out = append(out, f)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b hicachev1alpha1.FormedGroup) int { return strings.Compare(a.Name, b.Name) })
+	if len(out) > hicachev1alpha1.MaxFormedGroups {
+		out = out[:hicachev1alpha1.MaxFormedGroups]
+	}
+	return out
 }
 
 // drainWait is what the drain of a Fixed namespace waits for.

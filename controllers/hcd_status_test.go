@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
@@ -610,4 +612,51 @@ func withCache(b *testutil.HCDBuilder, cs *hicachev1alpha1.CacheStatus) *hicache
 	h := b.Obj()
 	h.Status.Cache = cs
 	return h
+}
+
+func TestFormedGroupsStatus(t *testing.T) {
+	grp := func(index int, uid string) *group {
+		g := groupOf(index, "h", "", makePod("g"+strconv.Itoa(index), 0).Ready().Obj())
+		g.sts.UID = types.UID(uid)
+		return g
+	}
+	record := func(g *group, pods string) hicachev1alpha1.FormedGroup {
+		return hicachev1alpha1.FormedGroup{Name: g.sts.Name, Revision: groupRevision(g.sts), Pods: pods}
+	}
+	g0, g1, g2 := grp(0, "u0"), grp(1, "u1"), grp(2, "u2")
+	stale := record(g1, "0=old")
+	stale.Revision = "another"
+	cases := map[string]struct {
+		stored  []hicachev1alpha1.FormedGroup
+		groups  []*group
+		formed  map[groupKey]hicachev1alpha1.FormedGroup
+		rolling []groupKey
+		want    []hicachev1alpha1.FormedGroup
+	}{
+		"formed this reconcile": {groups: []*group{g0}, formed: map[groupKey]hicachev1alpha1.FormedGroup{g0.key: record(g0, "0=a")},
+			want: []hicachev1alpha1.FormedGroup{record(g0, "0=a")}},
+		"formed anew over a stored record": {stored: []hicachev1alpha1.FormedGroup{record(g0, "0=old")}, groups: []*group{g0},
+			formed: map[groupKey]hicachev1alpha1.FormedGroup{g0.key: record(g0, "0=a")}, want: []hicachev1alpha1.FormedGroup{record(g0, "0=a")}},
+		"stored records of the groups' revisions stay, in order": {stored: []hicachev1alpha1.FormedGroup{record(g2, "0=c"), record(g0, "0=a")},
+			groups: []*group{g0, g1, g2}, want: []hicachev1alpha1.FormedGroup{record(g0, "0=a"), record(g2, "0=c")}},
+		"a record of another revision goes": {stored: []hicachev1alpha1.FormedGroup{record(g0, "0=a"), stale}, groups: []*group{g0, g1},
+			want: []hicachev1alpha1.FormedGroup{record(g0, "0=a")}},
+		"the record of a group whose pods were just replaced goes": {stored: []hicachev1alpha1.FormedGroup{record(g0, "0=a"), record(g1, "0=b")},
+			groups: []*group{g0, g1}, rolling: []groupKey{g1.key}, want: []hicachev1alpha1.FormedGroup{record(g0, "0=a")}},
+		"the record of a group that is gone goes": {stored: []hicachev1alpha1.FormedGroup{record(g0, "0=a"), record(g1, "0=b")},
+			groups: []*group{g1}, want: []hicachev1alpha1.FormedGroup{record(g1, "0=b")}},
+		"no group": {stored: []hicachev1alpha1.FormedGroup{record(g0, "0=a")}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := &hicachev1alpha1.HiCacheDeployment{Status: hicachev1alpha1.HiCacheDeploymentStatus{FormedGroups: tc.stored}}
+			obs := &observed{groups: map[groupKey]*group{}, formed: tc.formed, rolling: tc.rolling}
+			for _, g := range tc.groups {
+				obs.groups[g.key] = g
+			}
+			if diff := cmp.Diff(tc.want, formedGroups(h, obs)); diff != "" {
+				t.Errorf("formedGroups (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -99,16 +99,13 @@ func (b *podBuilder) Layout(ns, shortHash string) *podBuilder {
 
 func (b *podBuilder) Obj() corev1.Pod { return *b.p.DeepCopy() }
 
-// groupOf is an observed serving group: its StatefulSet (with template hash hash and members
-// annotation members, if any) and its pods.
+// groupOf is an observed serving group: its StatefulSet (with template hash hash), the record of
+// its members (members, "" for none) and its pods.
 func groupOf(index int, hash, members string, pods ...corev1.Pod) *group {
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{
 		Name: "g" + strconv.Itoa(index), Namespace: "default", Annotations: map[string]string{hicachev1alpha1.AnnotationTemplateHash: hash}},
 		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(len(pods)))}}
-	if members != "" {
-		sts.Annotations[hicachev1alpha1.AnnotationMembers] = members
-	}
-	return &group{key: groupKey{index: index}, sts: sts, pods: pods}
+	return &group{key: groupKey{index: index}, sts: sts, pods: pods, members: members}
 }
 
 // readyGroup is a formed, ready group of n pods running the template hash, whose pods write

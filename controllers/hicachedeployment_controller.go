@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -65,6 +67,9 @@ type group struct {
 	key  groupKey
 	sts  *appsv1.StatefulSet
 	pods []corev1.Pod
+	// members is the record of the pods the group formed with ("0=<uid>,1=<uid>"), "" while it
+	// has not formed under its StatefulSet's current revision.
+	members string
 }
 
 // observed is what one reconcile saw and did, from which status is computed.
@@ -101,6 +106,8 @@ type observed struct {
 	takeover *takeoverState
 	// recreateWait is how long until a failing group may be recreated again.
 	recreateWait time.Duration
+	// formed are the groups that formed this reconcile, with the record of their members.
+	formed map[groupKey]hicachev1alpha1.FormedGroup
 }
 
 // held tells whether the deployment may not write its namespace yet: no serving group is
@@ -225,8 +232,8 @@ func (r *HiCacheDeploymentReconciler) observeGroups(ctx context.Context, hcd *hi
 }
 
 // groupsFrom sorts a deployment's StatefulSets and pods into serving groups, by the role and
-// group labels the operator sets; a StatefulSet the deployment does not control, and pods being
-// deleted, are not part of any group.
+// group labels the operator sets, each with the record of its members (formedGroupMembers); a
+// StatefulSet the deployment does not control, and pods being deleted, are not part of any group.
 func groupsFrom(hcd *hicachev1alpha1.HiCacheDeployment, sets []appsv1.StatefulSet, pods []corev1.Pod) map[groupKey]*group {
 	groups := map[groupKey]*group{}
 	for i := range sets {
@@ -238,7 +245,7 @@ func groupsFrom(hcd *hicachev1alpha1.HiCacheDeployment, sets []appsv1.StatefulSe
 		if !ok {
 			continue
 		}
-		groups[k] = &group{key: k, sts: sts}
+		groups[k] = &group{key: k, sts: sts, members: formedGroupMembers(hcd.Status.FormedGroups, sts)}
 	}
 	for i := range pods {
 		p := pods[i]
@@ -263,6 +270,30 @@ func groupKeyOf(labels map[string]string) (groupKey, bool) {
 		return k, true
 	}
 	return groupKey{}, false
+}
+
+// groupRevision identifies what a group's record of members holds for: its StatefulSet (a new
+// one of the same name runs new pods), its template (a roll replaces every pod) and its
+// recreations (a recreation too). A record is void once any of them changed, even when the write
+// that should have removed it did not happen.
+func groupRevision(sts *appsv1.StatefulSet) string {
+	sum := sha256.Sum256([]byte(string(sts.UID) + "/" + sts.Annotations[hicachev1alpha1.AnnotationTemplateHash] + "/" + sts.Annotations[hicachev1alpha1.AnnotationRecreations]))
+	return hex.EncodeToString(sum[:8])
+}
+
+// formedGroupMembers is the record of the members of sts's group: the one in the deployment's
+// status.formedGroups for its current revision, else the annotation of a group recorded before
+// the status held the record.
+func formedGroupMembers(formed []hicachev1alpha1.FormedGroup, sts *appsv1.StatefulSet) string {
+	for i := range formed {
+		if formed[i].Name == sts.Name {
+			if formed[i].Revision == groupRevision(sts) {
+				return formed[i].Pods
+			}
+			return ""
+		}
+	}
+	return sts.Annotations[hicachev1alpha1.AnnotationMembers]
 }
 
 // backendEndpoints reads the referenced CacheBackend; it must exist and be Ready.
@@ -436,7 +467,7 @@ func groupBroken(g *group) (bool, string) {
 			}
 		}
 	}
-	recorded := g.sts.Annotations[hicachev1alpha1.AnnotationMembers]
+	recorded := g.members
 	if recorded == "" {
 		return false, ""
 	}

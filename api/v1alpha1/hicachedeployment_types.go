@@ -687,6 +687,8 @@ const (
 	MaxListedFacts = 64
 	// MaxStaleNamespaces bounds status.cache.staleNamespaces.
 	MaxStaleNamespaces = 32
+	// MaxFormedGroups bounds status.formedGroups: every group of both roles at their largest.
+	MaxFormedGroups = 2048
 )
 
 // StaleBlock is why the flush of a stale namespace waits.
@@ -761,6 +763,35 @@ type HiCacheDeploymentStatus struct {
 	// readyReplicas and updatedReplicas are then the sums over both roles.
 	// +optional
 	Roles *RolesStatus `json:"roles,omitempty"`
+
+	// formedGroups is the operator's record of the serving groups that formed (every rank Ready
+	// at once): which pod held each rank then. A rank replaced by a new pod since breaks the
+	// group's process group, which is then recreated whole. It is written with the status that
+	// reports the group Ready; not for editing.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=2048
+	// +optional
+	FormedGroups []FormedGroup `json:"formedGroups,omitempty"`
+}
+
+// FormedGroup records the pods a serving group formed with.
+type FormedGroup struct {
+	// name is the serving group's StatefulSet.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Name string `json:"name"`
+
+	// revision identifies the StatefulSet, pod template and recreation the group formed under: a
+	// record of another revision says nothing of the group's pods.
+	// +kubebuilder:validation:MaxLength=64
+	// +required
+	Revision string `json:"revision"`
+
+	// pods are the UIDs of the group's rank pods when it formed, by rank: "0=<uid>,1=<uid>".
+	// +kubebuilder:validation:MaxLength=262144
+	// +required
+	Pods string `json:"pods"`
 }
 
 // RolesStatus counts the serving groups of each role.

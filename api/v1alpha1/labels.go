@@ -37,7 +37,9 @@ const (
 	AnnotationTemplateHash = LabelPrefix + "template-hash"
 	// AnnotationLayoutHash is the short layout fingerprint a rank pod writes under.
 	AnnotationLayoutHash = LabelPrefix + "layout-hash"
-	// AnnotationMembers records the pod UIDs of a formed serving group, by rank.
+	// AnnotationMembers recorded the pod UIDs of a formed serving group, by rank, on its
+	// StatefulSet. The record is now status.formedGroups; the operator still reads the
+	// annotation of a group formed before, and removes it when it records the group anew.
 	AnnotationMembers = LabelPrefix + "members"
 	// AnnotationRecreations counts a serving group's recreations since it last formed, for the
 	// backoff of a group that keeps failing.

@@ -197,6 +197,61 @@ func TestFailedRankRecreatesItsWholeGroup(t *testing.T) {
 	})
 }
 
+// A formed group's record of which pod holds each rank rides on the status write that reports the
+// group Ready, so that its StatefulSet is written once; a rank pod replaced later (deleted, and made
+// again by the StatefulSet) is told from that record, and the whole group is recreated.
+func TestReplacedRankRecreatesItsWholeGroup(t *testing.T) {
+	ns, _ := namespaceWithBackend(t)
+	create(t, dsv4(ns))
+	waitReadyGroups(t, ns, "dsv4", 1)
+	h := getHCD(t, ns, "dsv4")
+	before := rankPods(t, ns, "dsv4")
+	if len(before) != 2 {
+		t.Fatalf("%d pods, want 2", len(before))
+	}
+	formedWith := func(h *hicachev1alpha1.HiCacheDeployment, pods []corev1.Pod) (bool, string) {
+		want := fmt.Sprintf("0=%s,1=%s", pods[0].UID, pods[1].UID)
+		if len(h.Status.FormedGroups) != 1 || h.Status.FormedGroups[0].Name != "dsv4-0" || h.Status.FormedGroups[0].Pods != want {
+			return false, fmt.Sprintf("status.formedGroups %+v, want dsv4-0 formed with %s", h.Status.FormedGroups, want)
+		}
+		return true, ""
+	}
+	if ok, msg := formedWith(h, before); !ok {
+		t.Errorf("the status that reports the group Ready: %s", msg)
+	}
+	if w := operatorWritesTo(ns, "statefulsets/dsv4-0"); len(w) != 1 {
+		t.Errorf("the group's StatefulSet was written %d times, want once (its members are recorded in the status): %v", len(w), w)
+	}
+
+	// Rank 1 is deleted; its StatefulSet makes it again, a pod the group did not form with.
+	if err := k8s.Delete(context.Background(), &before[1]); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "both ranks replaced by new pods and ready", func() (bool, string) {
+		after := rankPods(t, ns, "dsv4")
+		if len(after) != 2 {
+			return false, fmt.Sprintf("%d pods", len(after))
+		}
+		for i := range after {
+			if after[i].UID == before[0].UID || after[i].UID == before[1].UID {
+				return false, "pod " + after[i].Name + " is still the old one"
+			}
+			if !kubeutil.PodReady(&after[i]) {
+				return false, "pod " + after[i].Name + " not ready"
+			}
+		}
+		return true, ""
+	})
+	waitReadyGroups(t, ns, "dsv4", 1)
+	eventually(t, 10*time.Second, "a GroupRecreated event", func() (bool, string) {
+		n := countEvents(t, ns, "dsv4", hicachev1alpha1.ReasonGroupRecreated)
+		return n > 0, "no GroupRecreated event"
+	})
+	eventually(t, 10*time.Second, "the record of the group formed anew", func() (bool, string) {
+		return formedWith(getHCD(t, ns, "dsv4"), rankPods(t, ns, "dsv4"))
+	})
+}
+
 // countEvents counts the events with a reason about one object.
 func countEvents(t *testing.T, ns, name, reason string) int {
 	t.Helper()

@@ -51,6 +51,10 @@ var (
 	repo         string
 	stopManager  context.CancelFunc
 	managerDone  = make(chan error, 1)
+
+	// writesByNamespace keeps every mutating request of the operator about a namespace's objects
+	// ("PATCH /apis/apps/v1/namespaces/ns/statefulsets/name"), under lastWritesMu.
+	writesByNamespace = map[string][]string{}
 )
 
 func repoRoot() string {
@@ -71,10 +75,28 @@ func (c countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			if len(lastWrites) > 20 {
 				lastWrites = lastWrites[len(lastWrites)-20:]
 			}
+			if _, rest, ok := strings.Cut(req.URL.Path, "/namespaces/"); ok {
+				ns, _, _ := strings.Cut(rest, "/")
+				writesByNamespace[ns] = append(writesByNamespace[ns], req.Method+" "+req.URL.Path)
+			}
 			lastWritesMu.Unlock()
 		}
 	}
 	return c.next.RoundTrip(req)
+}
+
+// operatorWritesTo are the operator's writes to one object of namespace ns, named by its path
+// under the namespace ("statefulsets/dsv4-0", "hicachedeployments/dsv4/status").
+func operatorWritesTo(ns, object string) []string {
+	lastWritesMu.Lock()
+	defer lastWritesMu.Unlock()
+	var out []string
+	for _, w := range writesByNamespace[ns] {
+		if strings.HasSuffix(w, "/namespaces/"+ns+"/"+object) {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 func TestMain(m *testing.M) {
