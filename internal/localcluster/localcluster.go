@@ -152,10 +152,12 @@ type Cluster struct {
 	kubeconfig []byte
 	client     kubernetes.Interface
 	components []*component
-	logFiles   []*os.File
-	nodes      []string
-	progress   io.Writer
-	real       *realNode
+	// logMu guards logFiles: the control plane's components open their logs concurrently.
+	logMu    sync.Mutex
+	logFiles []*os.File
+	nodes    []string
+	progress io.Writer
+	real     *realNode
 
 	stopOnce sync.Once
 	stopErr  error
@@ -298,9 +300,12 @@ func (c *Cluster) Stop() error {
 				errs = append(errs, fmt.Errorf("stop etcd and kube-apiserver: %w", err))
 			}
 		}
+		c.logMu.Lock()
 		for _, f := range c.logFiles {
 			_ = f.Close()
 		}
+		c.logFiles = nil
+		c.logMu.Unlock()
 		if c.removeDir && c.dir != "" {
 			if err := os.RemoveAll(c.dir); err != nil {
 				errs = append(errs, fmt.Errorf("remove the cluster directory: %w", err))
@@ -341,7 +346,9 @@ func (c *Cluster) openLog(name string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the log file of %s: %w", name, err)
 	}
+	c.logMu.Lock()
 	c.logFiles = append(c.logFiles, f)
+	c.logMu.Unlock()
 	return f, nil
 }
 
