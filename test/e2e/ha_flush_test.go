@@ -155,20 +155,7 @@ func TestFlushIsNotUndoneByAFailoverRightAfterIt(t *testing.T) {
 		t.Errorf("repeatedAfterFailover %d, viewVersion %d: want one run again, under the new leader's view",
 			done.Status.RepeatedAfterFailover, done.Status.ViewVersion)
 	}
-	eventually(t, 30*time.Second, "a Warning Event says the flush ran again after the failover", func() (bool, string) {
-		var evs eventsv1.EventList
-		if err := k8s.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
-			return false, err.Error()
-		}
-		var seen []string
-		for _, e := range evs.Items {
-			if e.Regarding.Kind == "CacheFlush" && e.Reason == hicachev1alpha1.ReasonFlushRepeatedAfterFailover && e.Type == "Warning" {
-				return true, ""
-			}
-			seen = append(seen, e.Reason)
-		}
-		return false, strings.Join(seen, ", ")
-	})
+	waitWarningEvent(t, ns, "CacheFlush", hicachev1alpha1.ReasonFlushRepeatedAfterFailover, "a Warning Event says the flush ran again after the failover")
 	// And it stays flushed.
 	time.Sleep(2 * time.Second)
 	if all, _ := objectsOn(t, next, prefix+"_"); all != 0 {
@@ -370,20 +357,7 @@ func TestFixedNamespaceIsRecountedWhenTheMastersFailOverAfterItsFlush(t *testing
 			t.Errorf("pod %s was created at %s, before the recount %s completed at %s", p.Name, p.CreationTimestamp, recount.Name, recount.Status.CompletionTime)
 		}
 	}
-	eventually(t, 30*time.Second, "a Warning Event on the deployment says the namespace is counted again", func() (bool, string) {
-		var evs eventsv1.EventList
-		if err := k8s.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
-			return false, err.Error()
-		}
-		var seen []string
-		for _, e := range evs.Items {
-			if e.Regarding.Kind == "HiCacheDeployment" && e.Reason == hicachev1alpha1.ReasonRecountAfterFailover && e.Type == "Warning" {
-				return true, ""
-			}
-			seen = append(seen, e.Reason)
-		}
-		return false, strings.Join(seen, ", ")
-	})
+	waitWarningEvent(t, ns, "HiCacheDeployment", hicachev1alpha1.ReasonRecountAfterFailover, "a Warning Event on the deployment says the namespace is counted again")
 }
 
 // refuseDeploymentWrites makes the API server refuse, in namespace ns, what a HiCacheDeployment's
@@ -450,4 +424,23 @@ func refuseDeploymentWrites(ns string) (lift func() error, err error) {
 		}
 		return until("the API server admits the deployment's writes again", func() bool { return probe() == nil })
 	}, nil
+}
+
+// waitWarningEvent waits for a Warning Event of reason about an object of kind in ns.
+func waitWarningEvent(t *testing.T, ns, kind, reason, what string) {
+	t.Helper()
+	eventually(t, 30*time.Second, what, func() (bool, string) {
+		var evs eventsv1.EventList
+		if err := k8s.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == kind && e.Reason == reason && e.Type == "Warning" {
+				return true, ""
+			}
+			seen = append(seen, e.Reason)
+		}
+		return false, strings.Join(seen, ", ")
+	})
 }

@@ -175,26 +175,7 @@ func TestFailedRankRecreatesItsWholeGroup(t *testing.T) {
 	if err := cluster.FailPod(context.Background(), ns, before[1].Name); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "both ranks replaced by new pods and ready", func() (bool, string) {
-		after := rankPods(t, ns, "dsv4")
-		if len(after) != 2 {
-			return false, fmt.Sprintf("%d pods", len(after))
-		}
-		for i := range after {
-			if after[i].UID == before[0].UID || after[i].UID == before[1].UID {
-				return false, "pod " + after[i].Name + " is still the old one"
-			}
-			if !kubeutil.PodReady(&after[i]) {
-				return false, "pod " + after[i].Name + " not ready"
-			}
-		}
-		return true, ""
-	})
-	waitReadyGroups(t, ns, "dsv4", 1)
-	eventually(t, 10*time.Second, "a GroupRecreated event", func() (bool, string) {
-		n := countEvents(t, ns, "dsv4", hicachev1alpha1.ReasonGroupRecreated)
-		return n > 0, "no GroupRecreated event"
-	})
+	waitGroupRecreated(t, ns, "dsv4", before)
 }
 
 // A formed group's record of which pod holds each rank rides on the status write that reports the
@@ -227,14 +208,27 @@ func TestReplacedRankRecreatesItsWholeGroup(t *testing.T) {
 	if err := k8s.Delete(context.Background(), &before[1]); err != nil {
 		t.Fatal(err)
 	}
+	waitGroupRecreated(t, ns, "dsv4", before)
+	eventually(t, 10*time.Second, "the record of the group formed anew", func() (bool, string) {
+		return formedWith(getHCD(t, ns, "dsv4"), rankPods(t, ns, "dsv4"))
+	})
+}
+
+// countEvents counts the events with a reason about one object.
+// waitGroupRecreated waits until both rank pods of the deployment's group are new pods, Ready,
+// the group is Ready again, and a GroupRecreated Event says why.
+func waitGroupRecreated(t *testing.T, ns, name string, before []corev1.Pod) {
+	t.Helper()
 	eventually(t, 60*time.Second, "both ranks replaced by new pods and ready", func() (bool, string) {
-		after := rankPods(t, ns, "dsv4")
-		if len(after) != 2 {
+		after := rankPods(t, ns, name)
+		if len(after) != len(before) {
 			return false, fmt.Sprintf("%d pods", len(after))
 		}
 		for i := range after {
-			if after[i].UID == before[0].UID || after[i].UID == before[1].UID {
-				return false, "pod " + after[i].Name + " is still the old one"
+			for _, old := range before {
+				if after[i].UID == old.UID {
+					return false, "pod " + after[i].Name + " is still the old one"
+				}
 			}
 			if !kubeutil.PodReady(&after[i]) {
 				return false, "pod " + after[i].Name + " not ready"
@@ -242,17 +236,13 @@ func TestReplacedRankRecreatesItsWholeGroup(t *testing.T) {
 		}
 		return true, ""
 	})
-	waitReadyGroups(t, ns, "dsv4", 1)
+	waitReadyGroups(t, ns, name, 1)
 	eventually(t, 10*time.Second, "a GroupRecreated event", func() (bool, string) {
-		n := countEvents(t, ns, "dsv4", hicachev1alpha1.ReasonGroupRecreated)
+		n := countEvents(t, ns, name, hicachev1alpha1.ReasonGroupRecreated)
 		return n > 0, "no GroupRecreated event"
-	})
-	eventually(t, 10*time.Second, "the record of the group formed anew", func() (bool, string) {
-		return formedWith(getHCD(t, ns, "dsv4"), rankPods(t, ns, "dsv4"))
 	})
 }
 
-// countEvents counts the events with a reason about one object.
 func countEvents(t *testing.T, ns, name, reason string) int {
 	t.Helper()
 	var events corev1.EventList
