@@ -406,6 +406,22 @@ func (s *planShape) applyRole(d *RankDuty) {
 	}
 }
 
+// fillReads fills a rank of stage pp's reads of every pool: the stage's replicated suffixes, and
+// the rank's own suffixes of the rank-sharded pools, taken in pool order from the front of own.
+// It returns what is left of own.
+func (s *planShape) fillReads(reads []PoolKeys, pp int, own []string) []string {
+	np := len(s.pools)
+	for i, p := range s.pools {
+		ks := s.repl[pp*np+i]
+		if ks == nil {
+			n := len(s.tails[i])
+			ks, own = own[:n:n], own[n:]
+		}
+		reads[i] = PoolKeys{Pool: p, Sharding: s.shardings[i], KeySuffixes: ks}
+	}
+	return own
+}
+
 // rank spells out the duties of global rank i.
 func (s *planShape) rank(i int) RankDuty {
 	tp := i % s.attnTP
@@ -420,16 +436,8 @@ func (s *planShape) rank(i int) RankDuty {
 			s.writeSharded(&w, i, tp, pp)
 		}
 	}
-	own := w.cut()
 	reads := make([]PoolKeys, np)
-	for i, p := range s.pools {
-		ks := s.repl[pp*np+i]
-		if ks == nil {
-			n := len(s.tails[i])
-			ks, own = own[:n:n], own[n:]
-		}
-		reads[i] = PoolKeys{Pool: p, Sharding: s.shardings[i], KeySuffixes: ks}
-	}
+	s.fillReads(reads, pp, w.cut())
 	leader := s.leads(tp)
 	writes := reads
 	if !leader {
@@ -489,14 +497,7 @@ func (s *planShape) allRanks() []RankDuty {
 					reads := slab[off : off+np : off+np]
 					off += np
 					if rep == 0 && dpg == 0 {
-						for i, p := range s.pools {
-							ks := s.repl[pp*np+i]
-							if ks == nil {
-								n := len(s.tails[i])
-								ks, own = own[:n:n], own[n:]
-							}
-							reads[i] = PoolKeys{Pool: p, Sharding: s.shardings[i], KeySuffixes: ks}
-						}
+						own = s.fillReads(reads, pp, own)
 					} else {
 						// The same TP rank of the same stage in the first replica and group.
 						copy(reads, ranks[pp*s.dpGroups*s.attnTP+tp].Reads)
