@@ -743,7 +743,7 @@ func (r *CacheBackendReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		// Probes of different backends run side by side: one whose admin URL hangs holds one
 		// worker for at most the probe deadline.
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.BackendWorkers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.BackendWorkers, RateLimiter: retryLimiter()}).
 		For(&hicachev1alpha1.CacheBackend{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&appsv1.Deployment{}).
 		Owns(&appsv1.StatefulSet{}).

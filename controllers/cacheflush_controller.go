@@ -721,7 +721,7 @@ func (r *CacheFlushReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&hicachev1alpha1.CacheFlush{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{}).
 		Watches(&hicachev1alpha1.CacheFlush{}, sameBackend).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4, RateLimiter: retryLimiter()}).
 		Named("cacheflush").
 		Complete(r)
 }

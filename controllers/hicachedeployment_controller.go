@@ -636,7 +636,7 @@ func (r *HiCacheDeploymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.DeploymentWorkers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.DeploymentWorkers, RateLimiter: retryLimiter()}).
 		For(&hicachev1alpha1.HiCacheDeployment{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&appsv1.StatefulSet{}, builder.WithPredicates(childChanged())).
 		Owns(&appsv1.Deployment{}, builder.WithPredicates(childChanged())).
