@@ -58,11 +58,14 @@ func (p *EtcdProxy) Delay(d time.Duration) {
 func (p *EtcdProxy) Cut() {
 	p.mu.Lock()
 	conns := p.conns
-	p.conns, p.delay = map[*relay]struct{}{}, 0
+	p.conns = map[*relay]struct{}{}
 	p.mu.Unlock()
 	for r := range conns {
 		r.close()
 	}
+	// Only once every relay is closed: a chunk read in between would otherwise be relayed at
+	// once, undelayed, before its relay is closed.
+	p.Delay(0)
 }
 
 func (p *EtcdProxy) currentDelay() time.Duration {
