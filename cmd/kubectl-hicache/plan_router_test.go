@@ -13,6 +13,7 @@ import (
 
 	"github.com/hicache-io/hicache-operator/controllers"
 	"github.com/hicache-io/hicache-operator/internal/router"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
 // withRouterDoc is a sample file with spec.router appended (router is the YAML flow mapping of
@@ -182,17 +183,5 @@ func TestPlanRouterAgreesWithTheController(t *testing.T) {
 // The text of plan for the PD sample with a router is pinned by a golden file (-update rewrites it).
 func TestPlanRouterGolden(t *testing.T) {
 	got := runPlugin(t, withRouterDoc(t, pdSample, "{replicas: 2, decodePolicy: power_of_two}"), "plan", "-f", "-").mustSucceed(t).stdout
-	golden := filepath.Join("testdata", "plan_pd_router.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("plan output differs from %s (-want +got); run go test -update if the change is intended:\n%s", golden, diff)
-	}
+	testutil.CompareGolden(t, filepath.Join("testdata", "plan_pd_router.golden"), []byte(got), *update)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/hicache-io/hicache-operator/internal/hfcli"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
 	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
 // planOf runs "plan -o json" on a file and decodes the result.
@@ -149,19 +150,7 @@ func TestPlanGolden(t *testing.T) {
 	for _, name := range []string{"deepseek_v4", "qwen3_next"} {
 		t.Run(name, func(t *testing.T) {
 			got := runPlugin(t, "", "plan", "-f", sample(name)).mustSucceed(t).stdout
-			golden := filepath.Join("testdata", "plan_"+name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), got); diff != "" {
-				t.Errorf("plan output differs from %s (-want +got); run go test -update if the change is intended:\n%s", golden, diff)
-			}
+			testutil.CompareGolden(t, filepath.Join("testdata", "plan_"+name+".golden"), []byte(got), *update)
 		})
 	}
 }

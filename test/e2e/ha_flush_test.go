@@ -169,14 +169,7 @@ func TestFlushIsNotUndoneByAFailoverRightAfterIt(t *testing.T) {
 func TestFixedNamespaceIsEmptyWhenTheNewLayoutStartsAfterAFailover(t *testing.T) {
 	ns := newNamespace(t)
 	h := startHABehindProxy(t, ns)
-	d := dsv4(ns)
-	d.Spec.Storage.NamespaceStrategy = hicachev1alpha1.NamespaceFixed
-	d.Spec.Storage.Namespace = "dsv4-fixed"
-	create(t, d)
-	waitReadyGroups(t, ns, "dsv4", 1)
-	keys := pageKeys(t, ns, "dsv4", 6)
-	h.leader.PutKeys(t, keys, 4096)
-	time.Sleep(2 * time.Second) // the puts reach etcd
+	d, _ := readyFixedDeployment(t, ns, h)
 	oldPods := rankPods(t, ns, "dsv4")
 
 	h.holdFirstAttempt(t, ns)
@@ -233,14 +226,7 @@ func TestFixedNamespaceIsRecountedWhenTheMastersFailOverAfterItsFlush(t *testing
 	h := startHABehindProxy(t, ns)
 	const window = 300 * time.Millisecond
 	restartManagerWith(t, "", func(o *controllers.Options) { o.FlushDurabilityWindow = window })
-	d := dsv4(ns)
-	d.Spec.Storage.NamespaceStrategy = hicachev1alpha1.NamespaceFixed
-	d.Spec.Storage.Namespace = "dsv4-fixed"
-	create(t, d)
-	waitReadyGroups(t, ns, "dsv4", 1)
-	keys := pageKeys(t, ns, "dsv4", 6)
-	h.leader.PutKeys(t, keys, 4096)
-	time.Sleep(2 * time.Second) // the puts reach etcd
+	d, keys := readyFixedDeployment(t, ns, h)
 	if all, _ := objectsOn(t, h.leader, "dsv4-fixed_"); all != int64(len(keys)) {
 		t.Fatalf("the leader holds %d objects, want %d", all, len(keys))
 	}
@@ -443,4 +429,20 @@ func waitWarningEvent(t *testing.T, ns, kind, reason, what string) {
 		}
 		return false, strings.Join(seen, ", ")
 	})
+}
+
+// readyFixedDeployment creates the DeepSeek-V4 deployment on the Fixed namespace "dsv4-fixed",
+// waits for its group, and puts keys of six of its pages through the leader master, long enough
+// before returning for them to reach etcd.
+func readyFixedDeployment(t *testing.T, ns string, h *haBehindProxy) (*hicachev1alpha1.HiCacheDeployment, []string) {
+	t.Helper()
+	d := dsv4(ns)
+	d.Spec.Storage.NamespaceStrategy = hicachev1alpha1.NamespaceFixed
+	d.Spec.Storage.Namespace = "dsv4-fixed"
+	create(t, d)
+	waitReadyGroups(t, ns, "dsv4", 1)
+	keys := pageKeys(t, ns, "dsv4", 6)
+	h.leader.PutKeys(t, keys, 4096)
+	time.Sleep(2 * time.Second) // the puts reach etcd
+	return d, keys
 }
