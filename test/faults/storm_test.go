@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -102,6 +103,32 @@ func statusOf(t *testing.T, ns, name string) string {
 	}
 	if h.Status.Cache != nil {
 		h.Status.Cache.Since = nil
+	}
+	// A formed group's record names objects of its own deployment: its revision derives from its
+	// StatefulSet's UID and its pods are UIDs. Each UID must be a live pod of that group at that
+	// rank; then only the ranks compare.
+	for i := range h.Status.FormedGroups {
+		g := &h.Status.FormedGroups[i]
+		if g.Revision != "" {
+			g.Revision = "REVISION"
+		}
+		var ranks []string
+		for _, m := range strings.Split(g.Pods, ",") {
+			rank, uid, ok := strings.Cut(m, "=")
+			if !ok {
+				t.Fatalf("%s: formed group %s has a malformed member %q in %q", name, g.Name, m, g.Pods)
+			}
+			var pod corev1.Pod
+			podName := g.Name + "-" + rank
+			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: podName}, &pod); err != nil {
+				t.Fatalf("%s: formed group %s names rank %s, whose pod %s: %v", name, g.Name, rank, podName, err)
+			}
+			if string(pod.UID) != uid {
+				t.Errorf("%s: formed group %s records pod %s as %s, but it is %s", name, g.Name, podName, uid, pod.UID)
+			}
+			ranks = append(ranks, rank+"=UID")
+		}
+		g.Pods = strings.Join(ranks, ",")
 	}
 	b, err := json.MarshalIndent(h.Status, "", "  ")
 	if err != nil {
