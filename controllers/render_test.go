@@ -2,8 +2,11 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
@@ -52,7 +55,8 @@ func TestRenderChildren(t *testing.T) {
 }
 
 // A deployment with roles renders the groups of both roles, prefill first, each with its own
-// headless Service and NetworkPolicy.
+// headless Service and NetworkPolicy; the PD sample also renders its router, which the client
+// Service points at.
 func TestRenderChildrenOfRoles(t *testing.T) {
 	h := loadSample(t, pdSample)
 	cb := &hicachev1alpha1.CacheBackend{ObjectMeta: metav1.ObjectMeta{Name: h.Spec.Storage.BackendRef.Name, Namespace: "default"},
@@ -67,11 +71,35 @@ func TestRenderChildrenOfRoles(t *testing.T) {
 		got = append(got, fmt.Sprintf("%T %s", o, o.GetName()))
 	}
 	var want []string
-	want = append(want, "*v1.Secret "+h.Name+"-sglang-admin", "*v1.ConfigMap "+h.Name+"-hicache", "*v1.Service "+h.Name, "*v1.NetworkPolicy "+h.Name+"-sglang")
+	want = append(want, "*v1.Secret "+h.Name+"-sglang-admin", "*v1.ConfigMap "+h.Name+"-hicache", "*v1.Service "+h.Name)
+	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "Deployment"} {
+		want = append(want, "*v1."+kind+" "+h.Name+"-router")
+	}
+	want = append(want, "*v1.NetworkPolicy "+h.Name+"-sglang")
 	for _, g := range []string{"prefill-0", "prefill-1", "decode-0"} {
 		want = append(want, "*v1.Service "+h.Name+"-"+g, "*v1.NetworkPolicy "+h.Name+"-"+g, "*v1.StatefulSet "+h.Name+"-"+g)
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("RenderChildren =\n%v\nwant\n%v", got, want)
+	}
+	// The router is the sample's: prefill/decode mode, the default policy for both roles, the
+	// resources it asks for.
+	routers := 0
+	for _, o := range objs {
+		dep, ok := o.(*appsv1.Deployment)
+		if !ok {
+			continue
+		}
+		routers++
+		c := dep.Spec.Template.Spec.Containers[0]
+		if !slices.Contains(c.Args, "--pd-disaggregation") || slices.Contains(c.Args, "--decode-policy") || slices.Contains(c.Args, "--prefill-policy") {
+			t.Errorf("router args %q: want prefill/decode mode and one policy for both roles", c.Args)
+		}
+		if !equality.Semantic.DeepEqual(c.Resources, h.Spec.Router.Resources) || c.Resources.Requests.Cpu().IsZero() {
+			t.Errorf("router resources %+v, the sample asks for %+v", c.Resources, h.Spec.Router.Resources)
+		}
+	}
+	if routers != 1 {
+		t.Errorf("%d router Deployments rendered, want 1", routers)
 	}
 }

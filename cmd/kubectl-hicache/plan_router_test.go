@@ -16,15 +16,33 @@ import (
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
-// withRouterDoc is a sample file with spec.router appended (router is the YAML flow mapping of
-// the field), so the tests follow the sample rather than a copy of it.
+// withRouterDoc is a sample file with its spec.router replaced by router (the YAML flow mapping
+// of the field; "" leaves the deployment without a router), so the tests follow the sample rather
+// than a copy of it.
 func withRouterDoc(t *testing.T, file, router string) string {
 	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.TrimRight(string(b), "\n") + "\n  router: " + router + "\n"
+	var out []string
+	inRouter := false
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		indent := len(line) - len(strings.TrimLeft(line, " "))
+		switch {
+		case strings.HasPrefix(line, "  router:"):
+			inRouter = true
+			continue
+		case inRouter && (strings.TrimSpace(line) == "" || indent > 2):
+			continue
+		}
+		inRouter = false
+		out = append(out, line)
+	}
+	if router != "" {
+		out = append(out, "  router: "+router)
+	}
+	return strings.Join(out, "\n") + "\n"
 }
 
 // TestPlanShowsTheRouter: with spec.router, plan shows the router's mode, the servers each of its
@@ -39,11 +57,17 @@ func TestPlanShowsTheRouter(t *testing.T) {
 		groups       []string
 	}
 	for name, tc := range map[string]struct {
-		file, router string
+		file, router string // router "" plans the file as it is
 		mode         string
 		workers      []workers
 		flags        []string // on the command line
 	}{
+		"the PD sample as shipped": {
+			file: pdSample, mode: "prefill/decode",
+			workers: []workers{{"prefill", "cache_aware", []string{"deepseek-v4-pd-prefill-0", "deepseek-v4-pd-prefill-1"}},
+				{"decode", "cache_aware", []string{"deepseek-v4-pd-decode-0"}}},
+			flags: []string{"--pd-disaggregation", "--prefill-selector", "--decode-selector", "--policy"},
+		},
 		"prefill/decode, one policy for both": {
 			file: pdSample, router: "{replicas: 2}", mode: "prefill/decode",
 			workers: []workers{{"prefill", "cache_aware", []string{"deepseek-v4-pd-prefill-0", "deepseek-v4-pd-prefill-1"}},
@@ -63,7 +87,10 @@ func TestPlanShowsTheRouter(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			path := writeFile(t, "hcd.yaml", withRouterDoc(t, tc.file, tc.router))
+			path := tc.file
+			if tc.router != "" {
+				path = writeFile(t, "hcd.yaml", withRouterDoc(t, tc.file, tc.router))
+			}
 			r := planOf(t, "-f", path).Deployments[0].Router
 			if r == nil {
 				t.Fatal("plan -o json shows no router")
@@ -109,11 +136,14 @@ func TestPlanRouterRefusals(t *testing.T) {
 }
 
 // TestPlanWithoutRouterSaysClientsReachNoServer: a deployment with roles and no router is told
-// that its client Service has nothing behind it.
+// that its client Service has nothing behind it; the PD sample, which has its router, is not.
 func TestPlanWithoutRouterSaysClientsReachNoServer(t *testing.T) {
-	table := runPlugin(t, "", "plan", "-f", pdSample).mustSucceed(t).stdout
+	table := runPlugin(t, withRouterDoc(t, pdSample, ""), "plan", "-f", "-").mustSucceed(t).stdout
 	if !strings.Contains(table, "Router: none (spec.router is not set)") || !strings.Contains(table, "set spec.router") {
 		t.Errorf("plan output does not say the router is missing:\n%s", table)
+	}
+	if table := runPlugin(t, "", "plan", "-f", pdSample).mustSucceed(t).stdout; strings.Contains(table, "Router: none") {
+		t.Errorf("plan output of the PD sample says it has no router:\n%s", table)
 	}
 	if table := runPlugin(t, "", "plan", "-f", sample("qwen3")).mustSucceed(t).stdout; strings.Contains(table, "Router") {
 		t.Errorf("plan output of a deployment without roles or router speaks of a router:\n%s", table)
@@ -180,8 +210,9 @@ func TestPlanRouterAgreesWithTheController(t *testing.T) {
 	}
 }
 
-// The text of plan for the PD sample with a router is pinned by a golden file (-update rewrites it).
+// The text of plan -f for the PD sample as shipped, its router included, is pinned by a golden
+// file (-update rewrites it).
 func TestPlanRouterGolden(t *testing.T) {
-	got := runPlugin(t, withRouterDoc(t, pdSample, "{replicas: 2, decodePolicy: power_of_two}"), "plan", "-f", "-").mustSucceed(t).stdout
+	got := runPlugin(t, "", "plan", "-f", pdSample).mustSucceed(t).stdout
 	testutil.CompareGolden(t, filepath.Join("testdata", "plan_pd_router.golden"), []byte(got), *update)
 }
