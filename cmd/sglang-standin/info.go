@@ -75,15 +75,21 @@ func typed(kind, v string) any {
 	return v
 }
 
-// serverInfo is the body of /server_info: the server's arguments, the release's version and
-// its frontend (internal_states, the schedulers' live state, is left out: there are none).
-func serverInfo(args map[string]any, version string) map[string]any {
-	out := make(map[string]any, len(args)+2)
+// serverInfo is the body of /server_info: the server's arguments, the command line as the
+// release reports it (launch_command: its arguments joined by spaces, keys included), the
+// release's version and its frontend, and internal_states, one copy of the arguments per
+// scheduler as the release's schedulers report them (one here: the stand-in runs none).
+func serverInfo(args map[string]any, launch []string, version string) map[string]any {
+	out := make(map[string]any, len(args)+4)
+	state := make(map[string]any, len(args))
 	for k, v := range args {
 		out[k] = v
+		state[k] = v
 	}
+	out["launch_command"] = strings.Join(launch, " ")
 	out["version"] = version
 	out["frontend"] = "python"
+	out["internal_states"] = []any{state}
 	return out
 }
 

@@ -32,9 +32,16 @@ func TestServerArgsFollowTheCommandLine(t *testing.T) {
 	if args["dp_size"] != float64(1) {
 		t.Errorf("dp_size = %#v, want the release's default 1", args["dp_size"])
 	}
-	info := serverInfo(args, spec.Version())
+	info := serverInfo(args, []string{"--model-path", "deepseek-ai/DeepSeek-V4", "--admin-api-key", "k"}, spec.Version())
 	if info["version"] != spec.Version() || info["tp_size"] != int64(8) {
 		t.Errorf("server_info %v", info)
+	}
+	// The release reports the command line as given, and every scheduler's arguments.
+	if info["launch_command"] != "--model-path deepseek-ai/DeepSeek-V4 --admin-api-key k" {
+		t.Errorf("launch_command %q", info["launch_command"])
+	}
+	if st, ok := info["internal_states"].([]any); !ok || len(st) != 1 || st[0].(map[string]any)["tp_size"] != int64(8) {
+		t.Errorf("internal_states %v", info["internal_states"])
 	}
 	if m := modelInfo(args); m["disaggregation_mode"] != "prefill" || m["is_generation"] != true || m["tokenizer_path"] != "deepseek-ai/DeepSeek-V4" {
 		t.Errorf("model_info %v", m)

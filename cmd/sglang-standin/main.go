@@ -57,8 +57,8 @@ func main() {
 	// The answers of the endpoints that report something: what the router reads when it
 	// registers a server. The others answer "ok".
 	bodies := map[string]func() any{
-		"GET /server_info":     func() any { return serverInfo(info, spec.Version()) },
-		"GET /get_server_info": func() any { return serverInfo(info, spec.Version()) },
+		"GET /server_info":     func() any { return serverInfo(info, args, spec.Version()) },
+		"GET /get_server_info": func() any { return serverInfo(info, args, spec.Version()) },
 		"GET /model_info":      func() any { return modelInfo(info) },
 		"GET /get_model_info":  func() any { return modelInfo(info) },
 		"GET /v1/models":       func() any { return models(info, started) },

@@ -1,0 +1,123 @@
+package guard
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// MaxInfoBody bounds the answer of a redacted path the proxy reads whole (SGLang's
+// /server_info is tens of kilobytes per data-parallel rank). A larger answer is refused, not
+// passed on unread.
+const MaxInfoBody = 16 << 20
+
+// refusal is why the proxy refuses to pass on an answer it cannot redact; its text is the
+// answer's error.
+type refusal string
+
+func (r refusal) Error() string { return string(r) }
+
+// Proxy forwards every request to the SGLang server at upstream (http://127.0.0.1:30000) and
+// answers the paths Redacts names with the secrets taken out; known are the secret values the
+// proxy was given (the keys), also replaced wherever they appear in those answers.
+//
+// Everything else passes as it is, headers and body, in both directions: responses are flushed
+// as soon as the server writes them (a /generate stream is never held back), requests are not
+// read ahead, upgrades (websockets) are spliced, and no timeout cuts a long generation. The
+// upstream is reached directly, whatever proxy the environment names.
+func Proxy(upstream *url.URL, known []string) http.Handler {
+	known = nonEmpty(known)
+	transport := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(upstream)
+			pr.SetXForwarded()
+			if Redacts(pr.In.URL.Path) {
+				// The answer must arrive as plain bytes to be rewritten: the transport asks for
+				// gzip itself and decompresses it.
+				pr.Out.Header.Del("Accept-Encoding")
+			}
+		},
+		Transport:     transport,
+		FlushInterval: -1,
+		BufferPool:    &bufferPool{},
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.Request == nil || !Redacts(resp.Request.URL.Path) {
+				return nil
+			}
+			return redactResponse(resp, known)
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			msg := "the SGLang server behind this proxy does not answer; it may still be starting"
+			var r refusal
+			if errors.As(err, &r) {
+				msg = r.Error()
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = fmt.Fprintf(w, `{"error":%q}`+"\n", msg)
+		},
+	}
+}
+
+// redactResponse replaces the body of resp by its redaction.
+func redactResponse(resp *http.Response, known []string) error {
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
+		return refusal(fmt.Sprintf("the server's answer is encoded (%s), so the proxy cannot take the keys out of it", ce))
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxInfoBody+1))
+	_ = resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if len(b) > MaxInfoBody {
+		return refusal(fmt.Sprintf("the server's answer is larger than the %d bytes the proxy reads to take the keys out of it", MaxInfoBody))
+	}
+	b = RedactBody(b, known)
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	resp.ContentLength = int64(len(b))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+	resp.Header.Del("Content-Encoding")
+	resp.Header.Del("ETag")
+	return nil
+}
+
+// bufferPool reuses the buffers the proxy copies bodies through (32 KiB each), which it would
+// otherwise allocate per request.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+
+// Server is the HTTP server of the proxy on addr, with the limits an exposed port needs and
+// none that would cut a stream.
+func Server(addr string, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    1 << 20,
+	}
+}
