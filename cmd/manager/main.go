@@ -1,12 +1,20 @@
 // Command manager runs the hicache-operator: the HiCacheDeployment, CacheBackend and CacheFlush
 // controllers, with leader election, health probes and secure metrics.
+//
+// `manager guard --forward LISTEN=UPSTREAM ...` runs instead the reverse proxy that stands in
+// front of SGLang's HTTP server and takes the keys out of its /server_info answers
+// (internal/guard), from the same image.
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"flag"
+	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,9 +30,20 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/guard"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "guard" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		if err := guard.Command(ctx, os.Args[2:], os.Getenv, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "guard:", err)
+			stop()
+			os.Exit(2)
+		}
+		return
+	}
 	var (
 		metricsAddr     string
 		secureMetrics   bool

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,20 +25,17 @@ const (
 )
 
 // standin runs the SGLang stand-in (cmd/sglang-standin: the pinned release's argument check,
-// its key rules, its /server_info) on loopback, as the operator renders a leader's command line
-// with both keys, and returns its URL.
-func standin(t *testing.T) string {
+// its key rules, its /server_info) on 127.0.0.1:port (a free one when port is ""), as the
+// operator renders a leader's command line with both keys, and returns its URL.
+func standin(t *testing.T, port string) string {
 	t.Helper()
 	bin, err := testutil.BuildStandin(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	if port == "" {
+		port = freePort(t)
 	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	_ = l.Close()
 	cmd := exec.Command(bin, "-m", "sglang.launch_server", "--model-path", "deepseek-ai/DeepSeek-V4", "--tp-size", "8",
 		"--host", "127.0.0.1", "--port", port, "--admin-api-key", adminKey, "--api-key", apiKey)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -46,7 +44,23 @@ func standin(t *testing.T) string {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	u := "http://127.0.0.1:" + port
-	testutil.Eventually(t, 30*time.Second, "the stand-in answers /health", func() (bool, string) {
+	waitHealthy(t, u)
+	return u
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+func waitHealthy(t *testing.T, u string) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, u+" answers /health", func() (bool, string) {
 		resp, err := http.Get(u + "/health")
 		if err != nil {
 			return false, err.Error()
@@ -54,7 +68,6 @@ func standin(t *testing.T) string {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
-	return u
 }
 
 func get(t *testing.T, method, u, bearer string) (int, string) {
@@ -81,7 +94,7 @@ func get(t *testing.T, method, u, bearer string) (int, string) {
 // Through the proxy, a holder of the API key reads the server's arguments without the keys,
 // and everything else SGLang answers, and refuses, stays as SGLang answers it.
 func TestProxyInFrontOfTheStandin(t *testing.T) {
-	direct := standin(t)
+	direct := standin(t, "")
 	u, err := url.Parse(direct)
 	if err != nil {
 		t.Fatal(err)
@@ -143,5 +156,52 @@ func TestProxyInFrontOfTheStandin(t *testing.T) {
 		if strings.Contains(body, adminKey) {
 			t.Errorf("%s %s: the admin key is in the answer", tc.method, tc.path)
 		}
+	}
+}
+
+// The proxy as the rank pods run it: `manager guard` from the operator's binary on another
+// address at the same port number as the server (the pod IP there, 127.0.0.2 here), which binds
+// beside SGLang's loopback socket; the keys come from the rank container's variables; SIGTERM
+// ends it.
+func TestManagerGuardCommand(t *testing.T) {
+	port := freePort(t)
+	direct := standin(t, port)
+	bin, err := testutil.BuildManager(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "guard", "--forward", "127.0.0.2:"+port+"=127.0.0.1:"+port)
+	cmd.Env = append(os.Environ(), "HICACHE_ADMIN_API_KEY="+adminKey, "HICACHE_API_KEY="+apiKey)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	proxied := "http://127.0.0.2:" + port
+	waitHealthy(t, proxied)
+
+	if _, body := get(t, http.MethodGet, direct+"/server_info", apiKey); !strings.Contains(body, adminKey) {
+		t.Fatal("the stand-in's own answer holds no admin key: the test would prove nothing")
+	}
+	status, body := get(t, http.MethodGet, proxied+"/server_info", apiKey)
+	if status != http.StatusOK || strings.Contains(body, adminKey) || strings.Contains(body, apiKey) || !strings.Contains(body, `"admin_api_key":"<redacted>"`) {
+		t.Errorf("through manager guard: %d, the admin key %d times", status, strings.Count(body, adminKey))
+	}
+	if status, _ := get(t, http.MethodPost, proxied+"/hicache/storage-backend/clear", adminKey); status != http.StatusOK {
+		t.Errorf("an admin call through manager guard: %d", status)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("manager guard after SIGTERM: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("manager guard did not end after SIGTERM")
 	}
 }
