@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,7 +176,7 @@ func TestFailedRankRecreatesItsWholeGroup(t *testing.T) {
 	if err := cluster.FailPod(context.Background(), ns, before[1].Name); err != nil {
 		t.Fatal(err)
 	}
-	waitGroupRecreated(t, ns, "dsv4", before)
+	waitGroupRecreated(t, ns, "dsv4", 1, before)
 }
 
 // A formed group's record of which pod holds each rank rides on the status write that reports the
@@ -190,37 +191,74 @@ func TestReplacedRankRecreatesItsWholeGroup(t *testing.T) {
 	if len(before) != 2 {
 		t.Fatalf("%d pods, want 2", len(before))
 	}
-	formedWith := func(h *hicachev1alpha1.HiCacheDeployment, pods []corev1.Pod) (bool, string) {
-		want := fmt.Sprintf("0=%s,1=%s", pods[0].UID, pods[1].UID)
-		if len(h.Status.FormedGroups) != 1 || h.Status.FormedGroups[0].Name != "dsv4-0" || h.Status.FormedGroups[0].Pods != want {
-			return false, fmt.Sprintf("status.formedGroups %+v, want dsv4-0 formed with %s", h.Status.FormedGroups, want)
-		}
-		return true, ""
-	}
-	if ok, msg := formedWith(h, before); !ok {
-		t.Errorf("the status that reports the group Ready: %s", msg)
+	if ok, msg := formedWith(h, "dsv4-0", before); !ok || len(h.Status.FormedGroups) != 1 {
+		t.Errorf("the status that reports the group Ready: %s (of %d records)", msg, len(h.Status.FormedGroups))
 	}
 	if w := operatorWritesTo(ns, "statefulsets/dsv4-0"); len(w) != 1 {
 		t.Errorf("the group's StatefulSet was written %d times, want once (its members are recorded in the status): %v", len(w), w)
 	}
+	replaceRankAndWaitRecreated(t, ns, "dsv4", 1, before)
+	if n := len(getHCD(t, ns, "dsv4").Status.FormedGroups); n != 1 {
+		t.Errorf("%d records in status.formedGroups after the recreation, want 1", n)
+	}
+}
 
-	// Rank 1 is deleted; its StatefulSet makes it again, a pod the group did not form with.
-	if err := k8s.Delete(context.Background(), &before[1]); err != nil {
+// replaceRankAndWaitRecreated deletes the pod of the last rank of a formed group of a deployment
+// of n groups, whose pods are before; its StatefulSet makes it again, a pod the group did not form
+// with. It waits until the whole group is recreated (waitGroupRecreated) and recorded anew in
+// status.formedGroups.
+func replaceRankAndWaitRecreated(t *testing.T, ns, name string, n int32, before []corev1.Pod) {
+	t.Helper()
+	if err := k8s.Delete(context.Background(), &before[len(before)-1]); err != nil {
 		t.Fatal(err)
 	}
-	waitGroupRecreated(t, ns, "dsv4", before)
+	waitGroupRecreated(t, ns, name, n, before)
+	sts := name + "-" + before[0].Labels[hicachev1alpha1.LabelGroup]
 	eventually(t, 10*time.Second, "the record of the group formed anew", func() (bool, string) {
-		return formedWith(getHCD(t, ns, "dsv4"), rankPods(t, ns, "dsv4"))
+		return formedWith(getHCD(t, ns, name), sts, groupPods(t, ns, before[0]))
 	})
 }
 
-// countEvents counts the events with a reason about one object.
-// waitGroupRecreated waits until both rank pods of the deployment's group are new pods, Ready,
-// the group is Ready again, and a GroupRecreated Event says why.
-func waitGroupRecreated(t *testing.T, ns, name string, before []corev1.Pod) {
+// formedWith tells whether h's status.formedGroups records the group of StatefulSet sts as formed
+// with pods, by rank.
+func formedWith(h *hicachev1alpha1.HiCacheDeployment, sts string, pods []corev1.Pod) (bool, string) {
+	want := membersOf(pods)
+	for _, f := range h.Status.FormedGroups {
+		if f.Name == sts {
+			return f.Pods == want, fmt.Sprintf("status.formedGroups records %s formed with %s, want %s", sts, f.Pods, want)
+		}
+	}
+	return false, fmt.Sprintf("status.formedGroups %+v has no record of %s, want one of %s", h.Status.FormedGroups, sts, want)
+}
+
+// membersOf is how the operator writes which pod holds each rank of a group: "0=<uid>,1=<uid>".
+func membersOf(pods []corev1.Pod) string {
+	parts := make([]string, 0, len(pods))
+	for _, p := range pods {
+		parts = append(parts, p.Labels[podIndexLabel]+"="+string(p.UID))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+// groupPods are the rank pods of the serving group of pod p, sorted by name.
+func groupPods(t *testing.T, ns string, p corev1.Pod) []corev1.Pod {
 	t.Helper()
-	eventually(t, 60*time.Second, "both ranks replaced by new pods and ready", func() (bool, string) {
-		after := rankPods(t, ns, name)
+	var out []corev1.Pod
+	for _, q := range rankPods(t, ns, p.Labels[hicachev1alpha1.LabelDeployment]) {
+		if q.Labels[hicachev1alpha1.LabelGroup] == p.Labels[hicachev1alpha1.LabelGroup] && q.Labels[hicachev1alpha1.LabelRole] == p.Labels[hicachev1alpha1.LabelRole] {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// waitGroupRecreated waits until every rank pod of the group whose pods were before is a new pod,
+// Ready, the deployment's n groups are Ready again, and a GroupRecreated Event says why.
+func waitGroupRecreated(t *testing.T, ns, name string, n int32, before []corev1.Pod) {
+	t.Helper()
+	eventually(t, 60*time.Second, "every rank of the group replaced by a new pod, ready", func() (bool, string) {
+		after := groupPods(t, ns, before[0])
 		if len(after) != len(before) {
 			return false, fmt.Sprintf("%d pods", len(after))
 		}
@@ -236,13 +274,14 @@ func waitGroupRecreated(t *testing.T, ns, name string, before []corev1.Pod) {
 		}
 		return true, ""
 	})
-	waitReadyGroups(t, ns, name, 1)
+	waitReadyGroups(t, ns, name, n)
 	eventually(t, 10*time.Second, "a GroupRecreated event", func() (bool, string) {
 		n := countEvents(t, ns, name, hicachev1alpha1.ReasonGroupRecreated)
 		return n > 0, "no GroupRecreated event"
 	})
 }
 
+// countEvents counts the events with a reason about one object.
 func countEvents(t *testing.T, ns, name, reason string) int {
 	t.Helper()
 	var events corev1.EventList
