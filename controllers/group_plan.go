@@ -33,7 +33,8 @@ import (
 //   - a group that lost a rank is recreated whole whatever the budget (its process group cannot
 //     take a rank back), after a delay that grows with each attempt since it last formed;
 //   - a formed group's members are recorded (in the status, with the write that reports it
-//     Ready), so that a rank replaced later is noticed;
+//     Ready), so that a rank replaced later is noticed; a ready group an earlier release recorded
+//     in its StatefulSet's annotation is recorded in the status, and the annotation removed;
 //   - a Fixed-namespace drain stops every group and starts none; a deployment held off a
 //     namespace another layout writes stops the groups writing it.
 //
@@ -273,7 +274,10 @@ func planRole(plan *groupPlan, groups map[groupKey]*group, rw roleWant, budget, 
 					hicachev1alpha1.AnnotationRecreations: strconv.Itoa(count + 1), hicachev1alpha1.AnnotationRecreatedAt: now.UTC().Format(time.RFC3339)}
 				break
 			}
-			if members := membersAnnotation(grp.pods); groupReady(grp, grp.size()) && grp.members != members {
+			// A group recorded only by the annotation of an earlier release is recorded again too,
+			// once ready: its record moves to the status, and the annotation goes.
+			if members := membersAnnotation(grp.pods); groupReady(grp, grp.size()) &&
+				(grp.members != members || grp.sts.Annotations[hicachev1alpha1.AnnotationMembers] != "") {
 				// The record rides on the status write that reports the group Ready; the
 				// StatefulSet loses the annotation of an older record and the failures it counted.
 				act.kind, act.members, act.annotations = actRemember, members, map[string]string{

@@ -26,6 +26,14 @@ func formedGroup(g, n int, hash string) *group {
 	return groupOf(g, hash, membersAnnotation(pods), pods...)
 }
 
+// legacyFormedGroup: a formed group of n ready pods recorded as an earlier release recorded it,
+// by its StatefulSet's members annotation alone (groupsFrom reads it as its members).
+func legacyFormedGroup(g, n int, hash string) *group {
+	grp := formedGroup(g, n, hash)
+	grp.sts.Annotations[hicachev1alpha1.AnnotationMembers] = grp.members
+	return grp
+}
+
 // startingGroup: a StatefulSet of n ranks whose pods run the template but are not ready yet.
 func startingGroup(g, n int, hash string) *group {
 	pods := make([]corev1.Pod, n)
@@ -201,6 +209,26 @@ func TestPlanGroups(t *testing.T) {
 			}()), want: want(1, 1),
 			plan: "Remember 0",
 		},
+		"a group formed under an earlier release, recorded by its StatefulSet's annotation, is recorded in the status": {
+			groups: groupsOf(formedGroup(0, 2, "new"), legacyFormedGroup(1, 2, "new")), want: want(2, 1),
+			plan: "Keep 0, Remember 1",
+		},
+		"a group whose StatefulSet keeps the annotation beside the status's record loses it": {
+			groups: groupsOf(func() *group {
+				g := legacyFormedGroup(0, 2, "new")
+				g.members = membersAnnotation(g.pods)
+				return g
+			}()), want: want(1, 1),
+			plan: "Remember 0",
+		},
+		"a group an earlier release recorded is recreated, not recorded, when a rank was replaced": {
+			groups: groupsOf(func() *group {
+				g := legacyFormedGroup(0, 2, "new")
+				g.pods[1].UID = "replaced"
+				return g
+			}()), want: want(1, 1),
+			plan: "Recreate 0",
+		},
 		"scale up during a rollout: new groups take no budget": {
 			groups: groupsOf(formedGroup(0, 2, "old"), formedGroup(1, 2, "old")), want: want(4, 1),
 			plan: "Roll 0, Hold 1, Create 2, Create 3",
@@ -249,27 +277,31 @@ func TestPlanGroups(t *testing.T) {
 
 // The history a plan writes: a roll and a replacement forget the members, a recreate counts the
 // attempt at the time now, a formed group records its members (for the status) and forgets its
-// failures; the StatefulSets lose the annotation that recorded members before the status did.
+// failures; the StatefulSets lose the annotation that recorded members before the status did, and
+// a group an earlier release recorded by that annotation alone is recorded in the status.
 func TestPlanGroupsHistory(t *testing.T) {
 	failing := recreatedGroup(0, "new", 2, time.Hour)
 	formed := formedGroup(1, 2, "new")
 	formed.members = ""
 	formed.sts.Annotations[hicachev1alpha1.AnnotationRecreations] = "2"
-	plan := planGroups(groupsOf(failing, formed, formedGroup(2, 2, "old")),
-		groupWant{roles: []roleWant{{replicas: 3, hashes: hashes(3, "new")}}, maxUnavailable: 2}, t0.Time)
+	legacy := legacyFormedGroup(3, 2, "new")
+	plan := planGroups(groupsOf(failing, formed, formedGroup(2, 2, "old"), legacy),
+		groupWant{roles: []roleWant{{replicas: 4, hashes: hashes(4, "new")}}, maxUnavailable: 2}, t0.Time)
+	remembered := map[string]string{hicachev1alpha1.AnnotationMembers: "", hicachev1alpha1.AnnotationRecreations: "", hicachev1alpha1.AnnotationRecreatedAt: ""}
 	want := map[groupKey]map[string]string{
 		{index: 0}: {hicachev1alpha1.AnnotationMembers: "", hicachev1alpha1.AnnotationRecreations: "3", hicachev1alpha1.AnnotationRecreatedAt: t0.UTC().Format(time.RFC3339)},
-		{index: 1}: {hicachev1alpha1.AnnotationMembers: "", hicachev1alpha1.AnnotationRecreations: "", hicachev1alpha1.AnnotationRecreatedAt: ""},
+		{index: 1}: remembered,
 		{index: 2}: {hicachev1alpha1.AnnotationMembers: ""},
+		{index: 3}: remembered,
 	}
-	if got := describe(plan); got != "Recreate 0, Remember 1, Roll 2" {
+	if got := describe(plan); got != "Recreate 0, Remember 1, Roll 2, Remember 3" {
 		t.Fatalf("plan = %q", got)
 	}
 	for _, a := range plan.actions {
 		if fmt.Sprint(a.annotations) != fmt.Sprint(want[a.group]) {
 			t.Errorf("%s %s writes %v, want %v", a.kind, a.group, a.annotations, want[a.group])
 		}
-		if wantMembers := map[groupKey]string{{index: 1}: membersAnnotation(formed.pods)}[a.group]; a.members != wantMembers {
+		if wantMembers := map[groupKey]string{{index: 1}: membersAnnotation(formed.pods), {index: 3}: membersAnnotation(legacy.pods)}[a.group]; a.members != wantMembers {
 			t.Errorf("%s %s records members %q, want %q", a.kind, a.group, a.members, wantMembers)
 		}
 	}

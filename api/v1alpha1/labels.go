@@ -39,7 +39,8 @@ const (
 	AnnotationLayoutHash = LabelPrefix + "layout-hash"
 	// AnnotationMembers recorded the pod UIDs of a formed serving group, by rank, on its
 	// StatefulSet. The record is now status.formedGroups; the operator still reads the
-	// annotation of a group formed before, and removes it when it records the group anew.
+	// annotation of a group formed before, moves its record to the status once the group is
+	// ready (or recreates the group if a rank was replaced), and removes the annotation.
 	AnnotationMembers = LabelPrefix + "members"
 	// AnnotationRecreations counts a serving group's recreations since it last formed, for the
 	// backoff of a group that keeps failing.

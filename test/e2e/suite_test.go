@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,6 +98,13 @@ func operatorWritesTo(ns, object string) []string {
 		}
 	}
 	return out
+}
+
+// operatorWritesIn are the operator's writes to the objects of namespace ns so far, oldest first.
+func operatorWritesIn(ns string) []string {
+	lastWritesMu.Lock()
+	defer lastWritesMu.Unlock()
+	return slices.Clone(writesByNamespace[ns])
 }
 
 func TestMain(m *testing.M) {
@@ -249,13 +257,23 @@ func zapLevel() zapcore.Level {
 // restartManager stops the operator and starts a new one, as a crash and restart would.
 func restartManager(t *testing.T) {
 	t.Helper()
+	whileManagerStopped(t, func() {})
+}
+
+// whileManagerStopped stops the operator, runs change, and starts a new one, as the upgrade that
+// replaces the operator's pod does; the new one starts even when change fails the test.
+func whileManagerStopped(t *testing.T, change func()) {
+	t.Helper()
 	stopManager()
 	if err := <-managerDone; err != nil {
 		t.Fatalf("the operator stopped with an error: %v", err)
 	}
-	if err := startManager(); err != nil {
-		t.Fatalf("restarting the operator: %v", err)
-	}
+	defer func() {
+		if err := startManager(); err != nil {
+			t.Fatalf("restarting the operator: %v", err)
+		}
+	}()
+	change()
 }
 
 // newNamespace creates a namespace for one test.
