@@ -251,7 +251,9 @@ func runOperator(tb testing.TB, cfg config, m *mooncaketest.Master, p func(strin
 	p("operator: created in %.1f s; waiting for them to be Ready", time.Since(start).Seconds())
 	last := w.wait(tb, p, "operator", start, func(s *state) map[string]time.Time { return s.hcdReady })
 	res.OperatorSeconds = last.Sub(start).Seconds()
-	after := mgr.scrape(tb)
+	// The last Ready status is seen before the reconcile that wrote it returns and is counted:
+	// the counts are read once no reconcile is in flight.
+	after := mgr.scrapeIdle(tb, "hicachedeployment")
 	res.LoadEnd = loadAverage()
 
 	writes := func(m scalebench.Metrics) map[string]float64 {
@@ -644,6 +646,27 @@ func (m *manager) scrape(tb testing.TB) scalebench.Metrics {
 		tb.Fatal(err)
 	}
 	return ms
+}
+
+// scrapeIdle is the manager's metrics once no reconcile of controller is in flight (within 30 s),
+// so that a reconcile whose writes were already seen is counted with them.
+func (m *manager) scrapeIdle(tb testing.TB, controller string) scalebench.Metrics {
+	tb.Helper()
+	busy := map[string]string{"controller": controller}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ms := m.scrape(tb)
+		if len(ms.SumBy("controller_runtime_active_workers", "controller", busy)) == 0 {
+			tb.Fatalf("the manager exports no controller_runtime_active_workers of the %s controller: the reconcile counts could miss one in flight", controller)
+		}
+		if ms.Sum("controller_runtime_active_workers", busy) == 0 {
+			return ms
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the %s controller still had reconciles in flight 30 s after the deployments were Ready", controller)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // heapAfterGC is the manager's heap in use right after a GC (the profiler's gc=1 runs one).
