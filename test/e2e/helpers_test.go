@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -48,6 +50,17 @@ func hcd(t *testing.T, ns, doc string) *hicachev1alpha1.HiCacheDeployment {
 	}
 	obj.Namespace = ns
 	return obj
+}
+
+// sampleHCD is a HiCacheDeployment sample of config/samples as shipped, in namespace ns: what a
+// user applies with kubectl apply -n ns -f.
+func sampleHCD(t *testing.T, ns, file string) *hicachev1alpha1.HiCacheDeployment {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testutil.SamplesDir(), file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hcd(t, ns, string(b))
 }
 
 func create(t *testing.T, obj client.Object) {

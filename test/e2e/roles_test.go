@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,22 +31,10 @@ import (
 	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
 )
 
-// dsv4PD is the issue's deployment: DeepSeek-V4 served by two prefill groups of TP 8 (one node
-// each) and one decode group of TP 16 (two nodes), the decode servers without L3.
-const dsv4PD = `
-metadata: {name: dsv4-pd}
-spec:
-  model: {path: deepseek-ai/DeepSeek-V4, servedName: deepseek-v4}
-  profile: DeepSeekV4
-  topology: {gpusPerNode: 8}
-  hicache: {ratio: "2", pageSize: 64}
-  storage: {backendRef: {name: mooncake}, globalSegmentSize: 4Gi}
-  roles:
-    prefill: {topology: {tensorParallel: 8}, replicas: 2}
-    decode: {topology: {tensorParallel: 16}, replicas: 1, l3: None}
-    transfer: {backend: mooncake, bootstrapPort: 8998}
-  router: {replicas: 1}
-`
+// pdSample is the issue's deployment, shipped as a sample: DeepSeek-V4 served by two prefill
+// groups of TP 8 (one node each) and one decode group of TP 16 (two nodes), the decode servers
+// without L3, a NEXTN draft, and a router in front.
+const pdSample = "pd_deepseek_v4.yaml"
 
 // waitRolesReady waits until both roles of a deployment have every group ready and current.
 func waitRolesReady(t *testing.T, ns, name string, prefill, decode int32) *hicachev1alpha1.HiCacheDeployment {
@@ -189,16 +178,34 @@ func (w *hashWatch) changed() map[hicachev1alpha1.Role][]string {
 	return out
 }
 
-// The issue's PD deployment goes Ready with both roles' groups, each running its own command
-// line; a breaking change (no draft → MTP, one packed layer more in every object) rolls both
-// roles in step and flushes the old namespace, with pages written there by the real Mooncake
-// client, once neither role uses it; a decode-only change then rolls decode alone and flushes
-// nothing.
+// The issue's PD deployment, the sample as shipped, goes Ready with both roles' groups, each
+// running its own command line, and its router in front; a breaking change (the sample's MTP
+// draft dropped, one packed layer less in every object) rolls both roles in step and flushes the
+// old namespace, with pages written there by the real Mooncake client, once neither role uses
+// it; a decode-only change then rolls decode alone and flushes nothing.
 func TestPDDeploymentRollsRolesInStep(t *testing.T) {
 	ns, m := namespaceWithBackend(t)
-	create(t, hcd(t, ns, dsv4PD))
-	h := waitRolesReady(t, ns, "dsv4-pd", 2, 1)
-	checkPDRouter(t, ns, "dsv4-pd")
+	h := sampleHCD(t, ns, pdSample)
+	name := h.Name
+	create(t, h)
+	h = waitRolesReady(t, ns, name, 2, 1)
+	checkPDRouter(t, ns, name)
+
+	// The router is the sample's, and the client Service points at it.
+	var rd appsv1.Deployment
+	var svc corev1.Service
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name + "-router"}, &rd); err != nil {
+		t.Fatal(err)
+	}
+	if r := rd.Spec.Template.Spec.Containers[0].Resources; *rd.Spec.Replicas != h.Spec.Router.Replicas || !equality.Semantic.DeepEqual(r, h.Spec.Router.Resources) {
+		t.Errorf("router Deployment of %d pods with %+v; the sample asks for %d with %+v", *rd.Spec.Replicas, r, h.Spec.Router.Replicas, h.Spec.Router.Resources)
+	}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.Selector[hicachev1alpha1.LabelRouter] != name || len(svc.Spec.Selector) != 1 {
+		t.Errorf("the client Service selects %v, want the router pods", svc.Spec.Selector)
+	}
 
 	// The groups, their labels and their command lines.
 	spec, err := argspec.Default()
@@ -206,8 +213,8 @@ func TestPDDeploymentRollsRolesInStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	nsA := h.Status.Cache.Namespace
-	want := map[string]int{"dsv4-pd-prefill-0": 1, "dsv4-pd-prefill-1": 1, "dsv4-pd-decode-0": 2}
-	sets := groups(t, ns, "dsv4-pd")
+	want := map[string]int{name + "-prefill-0": 1, name + "-prefill-1": 1, name + "-decode-0": 2}
+	sets := groups(t, ns, name)
 	if len(sets) != len(want) {
 		t.Fatalf("%d StatefulSets, want %v", len(sets), want)
 	}
@@ -216,7 +223,7 @@ func TestPDDeploymentRollsRolesInStep(t *testing.T) {
 			t.Errorf("StatefulSet %s of %d pods; want %v", s.Name, *s.Spec.Replicas, want)
 		}
 	}
-	pods := rankPods(t, ns, "dsv4-pd")
+	pods := rankPods(t, ns, name)
 	if len(pods) != 4 {
 		t.Fatalf("%d rank pods, want 4", len(pods))
 	}
@@ -227,8 +234,11 @@ func TestPDDeploymentRollsRolesInStep(t *testing.T) {
 		if err := spec.Validate(expanded); err != nil {
 			t.Errorf("pod %s: the pinned SGLang release refuses its command line: %v", p.Name, err)
 		}
-		if got, _ := flagValue(c.Args, "--disaggregation-mode"); got != role || !strings.HasPrefix(p.Name, "dsv4-pd-"+role+"-") {
+		if got, _ := flagValue(c.Args, "--disaggregation-mode"); got != role || !strings.HasPrefix(p.Name, name+"-"+role+"-") {
 			t.Errorf("pod %s (role %q) runs --disaggregation-mode %q", p.Name, role, got)
+		}
+		if got, _ := flagValue(c.Args, "--speculative-algorithm"); got != "NEXTN" {
+			t.Errorf("pod %s runs --speculative-algorithm %q, want the sample's NEXTN", p.Name, got)
 		}
 		_, hicache := flagValue(c.Args, "--enable-hierarchical-cache")
 		writes := role == "prefill"
@@ -244,7 +254,7 @@ func TestPDDeploymentRollsRolesInStep(t *testing.T) {
 	}
 	// The ConfigMap holds each role's plan, as kubectl hicache status reads them.
 	var cm corev1.ConfigMap
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: resolve.ConfigMapName("dsv4-pd")}, &cm); err != nil {
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: resolve.ConfigMapName(name)}, &cm); err != nil {
 		t.Fatal(err)
 	}
 	for key, ranks := range map[string]int{"plan.json": 8, "decode-plan.json": 16} {
@@ -264,20 +274,20 @@ func TestPDDeploymentRollsRolesInStep(t *testing.T) {
 	// A breaking change of both roles' templates rolls them in step. (With one decode group no
 	// lead above 1 can arise here; TestPDRolesStayInStepWhenDecodeIsSlow holds a role back.)
 	bound := max(int(h.Spec.Rollout.MaxUnavailable), 1)
-	w := watchHashes(t, ns, "dsv4-pd", bound)
+	w := watchHashes(t, ns, name, bound)
 	began := time.Now()
 	update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) {
-		h.Spec.Topology.Draft = &hicachev1alpha1.DraftSpec{Algorithm: "NEXTN"}
+		h.Spec.Topology.Draft = nil
 	})
-	h = waitRolesReady(t, ns, "dsv4-pd", 2, 1)
+	h = waitRolesReady(t, ns, name, 2, 1)
 	rolledIn := time.Since(began)
 	nsB := h.Status.Cache.Namespace
 	if nsB == nsA {
-		t.Fatalf("adding an MTP draft kept namespace %s", nsA)
+		t.Fatalf("dropping the MTP draft kept namespace %s", nsA)
 	}
 	var flushName string
 	eventually(t, 90*time.Second, "the old namespace flushed once neither role uses it", func() (bool, string) {
-		h := getHCD(t, ns, "dsv4-pd")
+		h := getHCD(t, ns, name)
 		if h.Status.Cache.LastFlush == nil || h.Status.Cache.LastFlush.Namespace != nsA {
 			return false, fmt.Sprintf("cache status %+v", h.Status.Cache)
 		}
@@ -300,22 +310,22 @@ func TestPDDeploymentRollsRolesInStep(t *testing.T) {
 		t.Errorf("rolled %v, want both prefill groups and the decode group", rolled)
 	}
 	t.Logf("breaking change: both roles rolled in %s, %d StatefulSet events, largest lead %d (bound %d)", rolledIn.Round(time.Millisecond), events, maxLead, bound)
-	checkPDRouter(t, ns, "dsv4-pd")
-	for _, p := range rankPods(t, ns, "dsv4-pd") {
-		if got, _ := flagValue(p.Spec.Containers[0].Args, "--speculative-algorithm"); got != "NEXTN" {
-			t.Errorf("pod %s runs --speculative-algorithm %q after the change", p.Name, got)
+	checkPDRouter(t, ns, name)
+	for _, p := range rankPods(t, ns, name) {
+		if got, ok := flagValue(p.Spec.Containers[0].Args, "--speculative-algorithm"); ok {
+			t.Errorf("pod %s runs --speculative-algorithm %q after the draft was dropped", p.Name, got)
 		}
 	}
 
 	// A change of the decode role alone rolls decode alone and flushes nothing.
 	flushes := len(flushesOf(t, ns))
 	prefillPods := map[string]string{}
-	for _, p := range rankPods(t, ns, "dsv4-pd") {
+	for _, p := range rankPods(t, ns, name) {
 		if p.Labels[hicachev1alpha1.LabelRole] == "prefill" {
 			prefillPods[p.Name] = string(p.UID)
 		}
 	}
-	w = watchHashes(t, ns, "dsv4-pd", bound)
+	w = watchHashes(t, ns, name, bound)
 	update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) {
 		h.Spec.Roles.Decode.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse("48"), corev1.ResourceMemory: resource.MustParse("256Gi")}}
@@ -324,11 +334,11 @@ func TestPDDeploymentRollsRolesInStep(t *testing.T) {
 		c := w.changed()
 		return len(c[hicachev1alpha1.RoleDecode]) == 1, fmt.Sprintf("changed %v", c)
 	})
-	h = waitRolesReady(t, ns, "dsv4-pd", 2, 1)
+	h = waitRolesReady(t, ns, name, 2, 1)
 	if c := w.changed(); len(c[hicachev1alpha1.RolePrefill]) != 0 {
 		t.Errorf("a decode-only change changed prefill groups %v", c[hicachev1alpha1.RolePrefill])
 	}
-	for _, p := range rankPods(t, ns, "dsv4-pd") {
+	for _, p := range rankPods(t, ns, name) {
 		switch p.Labels[hicachev1alpha1.LabelRole] {
 		case "prefill":
 			if prefillPods[p.Name] != string(p.UID) {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -75,13 +76,16 @@ const (
 	roleLabel = hicachev1alpha1.LabelPrefix + "role"
 )
 
-// pdDeployment is the PD sample (prefill TP 8 x 2 groups of one node, decode TP 16 x 1 group of
-// two nodes) with a router, in namespace ns, as the API server defaults it.
+// pdDeployment is the PD sample as shipped (prefill TP 8 x 2 groups of one node, decode TP 16 x 1
+// group of two nodes, and its router: one pod, the default policy, the resources it asks for), in
+// namespace ns, as the API server defaults it.
 func pdDeployment(t *testing.T, ns string) *hicachev1alpha1.HiCacheDeployment {
 	t.Helper()
 	h := testutil.LoadSample(t, "pd_deepseek_v4.yaml")
+	if h.Spec.Router == nil {
+		t.Fatal("the PD sample has no spec.router")
+	}
 	h.Namespace = ns
-	h.Spec.Router = &hicachev1alpha1.RouterSpec{}
 	h.Default()
 	return h
 }
@@ -197,9 +201,9 @@ func get(url string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
-// TestPrefillDecodeRouterDiscoversTheReadyLeaders: the router the operator builds for a
-// deployment with roles (controllers.BuildRouter), in prefill/decode mode with Kubernetes
-// discovery, starts on the real node in front of the roles' rank pods as the operator renders
+// TestPrefillDecodeRouterDiscoversTheReadyLeaders: the router the operator builds for the PD
+// sample as shipped (controllers.BuildRouter), in prefill/decode mode with Kubernetes discovery
+// and the sample's resources, starts on the real node in front of the roles' rank pods as the operator renders
 // them, lists exactly the leaders of the Ready groups (prefill and decode apart, the prefill's
 // bootstrap port from its annotation), drops a group that goes away, and its own readiness
 // follows whether it has workers.
@@ -274,6 +278,9 @@ func TestPrefillDecodeRouterDiscoversTheReadyLeaders(t *testing.T) {
 	}
 
 	rt.waitReady(t)
+	if p, _ := routerPod(); p == nil || !equality.Semantic.DeepEqual(p.Spec.Containers[0].Resources, h.Spec.Router.Resources) {
+		t.Errorf("the router pod does not run with the sample's spec.router.resources %+v", h.Spec.Router.Resources)
+	}
 	expect("the leaders of the Ready groups, by role",
 		urls(deployment+"-prefill-0-0", deployment+"-prefill-1-0"), urls(deployment+"-decode-0-0"))
 
