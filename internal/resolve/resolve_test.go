@@ -12,6 +12,8 @@ import (
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/cache"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/router"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
 )
 
 func mustResolve(t *testing.T, h *hicachev1alpha1.HiCacheDeployment) *resolve.Resolved {
@@ -30,31 +32,46 @@ func shapeOf(r *resolve.Resolved) shape {
 	return shape{GPUs: r.GPUs, Nodes: r.Nodes, GPUsPerPod: r.GPUsPerPod, Replicas: r.Replicas}
 }
 
+// groupWant is what a sample's comment promises of its serving groups (of one role, with roles).
+type groupWant struct {
+	shape      shape
+	writers    int
+	segmentGiB int64 // the memory each rank lends to the store
+}
+
 func TestResolveSamples(t *testing.T) {
 	// What each sample's comment promises.
 	cases := map[string]struct {
-		shape      shape
-		attention  cache.AttentionKind
-		writers    int
-		draft      string
-		fixedNS    string // "" for the LayoutHash strategy
-		segmentGiB int64
+		groupWant
+		// prefill and decode replace groupWant for a sample with spec.roles.
+		prefill, decode *groupWant
+		attention       cache.AttentionKind
+		draft           string
+		fixedNS         string // "" for the LayoutHash strategy
+		router          string // the mode of its router, "" without spec.router
 	}{
 		"hicachedeployment_deepseek_v4.yaml": {
-			shape: shape{GPUs: 16, Nodes: 2, GPUsPerPod: 8, Replicas: 1}, attention: cache.AttentionDSV4,
-			writers: 1, draft: "DSPARK (packed, 3 layers)", segmentGiB: 16,
+			groupWant: groupWant{shape: shape{GPUs: 16, Nodes: 2, GPUsPerPod: 8, Replicas: 1}, writers: 1, segmentGiB: 16},
+			attention: cache.AttentionDSV4, draft: "DSPARK (packed, 3 layers)",
 		},
 		"hicachedeployment_qwen3.yaml": {
-			shape: shape{GPUs: 4, Nodes: 1, GPUsPerPod: 4, Replicas: 1}, attention: cache.AttentionMHA,
-			writers: 4, draft: "none", segmentGiB: 4,
+			groupWant: groupWant{shape: shape{GPUs: 4, Nodes: 1, GPUsPerPod: 4, Replicas: 1}, writers: 4, segmentGiB: 4},
+			attention: cache.AttentionMHA, draft: "none",
 		},
 		"hicachedeployment_kimi_k2_eagle3.yaml": {
-			shape: shape{GPUs: 8, Nodes: 1, GPUsPerPod: 8, Replicas: 1}, attention: cache.AttentionMLA,
-			writers: 8, draft: "EAGLE3 (sidecar, MHA pool)",
+			groupWant: groupWant{shape: shape{GPUs: 8, Nodes: 1, GPUsPerPod: 8, Replicas: 1}, writers: 8},
+			attention: cache.AttentionMLA, draft: "EAGLE3 (sidecar, MHA pool)",
 		},
 		"hicachedeployment_qwen3_next.yaml": {
-			shape: shape{GPUs: 4, Nodes: 1, GPUsPerPod: 4, Replicas: 1}, attention: cache.AttentionHybridMambaMHA,
-			writers: 4, draft: "none", fixedNS: "qwen3-next",
+			groupWant: groupWant{shape: shape{GPUs: 4, Nodes: 1, GPUsPerPod: 4, Replicas: 1}, writers: 4},
+			attention: cache.AttentionHybridMambaMHA, draft: "none", fixedNS: "qwen3-next",
+		},
+		"pd_deepseek_v4.yaml": {
+			// Two prefill groups of TP 8 on one node, writing from TP0; one decode group of TP 16
+			// on two nodes, without L3: it lends nothing to the store.
+			prefill:   &groupWant{shape: shape{GPUs: 8, Nodes: 1, GPUsPerPod: 8, Replicas: 2}, writers: 1, segmentGiB: 16},
+			decode:    &groupWant{shape: shape{GPUs: 16, Nodes: 2, GPUsPerPod: 8, Replicas: 1}, writers: 0, segmentGiB: 0},
+			attention: cache.AttentionDSV4, draft: "NEXTN (packed, 1 layer)", router: "prefill/decode",
 		},
 	}
 	for _, file := range hcdSamples(t) {
@@ -66,54 +83,108 @@ func TestResolveSamples(t *testing.T) {
 	for file, tc := range cases {
 		t.Run(file, func(t *testing.T) {
 			h := loadSample(t, file)
-			r := mustResolve(t, h)
-			if diff := cmp.Diff(tc.shape, shapeOf(r)); diff != "" {
-				t.Errorf("group shape (-want +got):\n%s", diff)
+			// check checks the groups of the deployment, or of one of its roles.
+			check := func(what string, r *resolve.Resolved, want groupWant, render func(addr string) (*sglang.MooncakeConfig, int, error)) {
+				t.Helper()
+				if diff := cmp.Diff(want.shape, shapeOf(r)); diff != "" {
+					t.Errorf("%s: group shape (-want +got):\n%s", what, diff)
+				}
+				if r.Topology.Attention != tc.attention {
+					t.Errorf("%s: attention = %s, want %s", what, r.Topology.Attention, tc.attention)
+				}
+				if got := r.Writers(); got != want.writers {
+					t.Errorf("%s: Writers() = %d, want %d (plan: %s)", what, got, want.writers, r.Plan.Summary())
+				}
+				if got := r.DraftSummary(); got != tc.draft {
+					t.Errorf("%s: DraftSummary() = %q, want %q", what, got, tc.draft)
+				}
+				if got := r.Plan.NumRanks(); got != want.shape.GPUs {
+					t.Errorf("%s: the plan has %d ranks, the group %d GPUs", what, got, want.shape.GPUs)
+				}
+				var addr string
+				if r.Nodes > 1 {
+					addr = "leader.default.svc:20102"
+				}
+				mc, nnodes, err := render(addr)
+				if err != nil {
+					t.Fatalf("%s: rendering the server's command line: %v", what, err)
+				}
+				switch {
+				case mc == nil && want.writers > 0:
+					t.Errorf("%s: groups that write to L3 have no Mooncake config", what)
+				case mc != nil && mc.ExtraBackendTag != r.Namespace:
+					t.Errorf("%s: extra_backend_tag = %q, want the namespace %q", what, mc.ExtraBackendTag, r.Namespace)
+				}
+				// The sample's globalSegmentSize is per rank; SGLang divides the rendered value
+				// by the attention-TP size × the PP size.
+				if got, want := r.SegmentPerRank, want.segmentGiB<<30; got != want {
+					t.Errorf("%s: SegmentPerRank = %d bytes, want %d", what, got, want)
+				}
+				if mc != nil {
+					if got, want := mc.GlobalSegmentSize, want.segmentGiB<<30*int64(r.Plan.AttentionTP*r.Plan.PipelineParallel); got != want {
+						t.Errorf("%s: GlobalSegmentSize = %d bytes, want %d", what, got, want)
+					}
+				}
+				if nnodes != max(r.Nodes, 1) && !(r.Nodes == 1 && nnodes == 0) {
+					t.Errorf("%s: NNodes = %d for a group of %d nodes", what, nnodes, r.Nodes)
+				}
 			}
-			if r.Topology.Attention != tc.attention {
-				t.Errorf("attention = %s, want %s", r.Topology.Attention, tc.attention)
+			var namespace string
+			if tc.prefill == nil {
+				r := mustResolve(t, h)
+				check("the groups", r, tc.groupWant, func(addr string) (*sglang.MooncakeConfig, int, error) {
+					cfg, mc, err := resolve.ServerConfig(h, r, be, addr)
+					return mc, cfg.NNodes, err
+				})
+				namespace = r.Namespace
+				if tc.fixedNS == "" && r.Namespace != cache.NamespacePrefixTag+r.ShortHash {
+					t.Errorf("Namespace = %q, want %q", r.Namespace, cache.NamespacePrefixTag+r.ShortHash)
+				}
+			} else {
+				roles, err := resolve.RolesOf(h)
+				if err != nil {
+					t.Fatalf("RolesOf: %v", err)
+				}
+				for _, rr := range roles.Each() {
+					want := *tc.prefill
+					if rr.Role == hicachev1alpha1.RoleDecode {
+						want = *tc.decode
+					}
+					check(string(rr.Role)+" role", rr.Resolved, want, func(addr string) (*sglang.MooncakeConfig, int, error) {
+						cfg, mc, err := resolve.RoleServerConfig(roles, rr, be, addr)
+						return mc, cfg.NNodes, err
+					})
+				}
+				// One namespace, the prefill's layout hash.
+				namespace = roles.Namespace()
+				if roles.Decode.Namespace != namespace {
+					t.Errorf("decode namespace %q, prefill %q: want one", roles.Decode.Namespace, namespace)
+				}
+				if tc.fixedNS == "" && namespace != cache.NamespacePrefixTag+roles.Prefill.ShortHash {
+					t.Errorf("Namespace = %q, want %q", namespace, cache.NamespacePrefixTag+roles.Prefill.ShortHash)
+				}
 			}
-			if got := r.Writers(); got != tc.writers {
-				t.Errorf("Writers() = %d, want %d (plan: %s)", got, tc.writers, r.Plan.Summary())
-			}
-			if got := r.DraftSummary(); got != tc.draft {
-				t.Errorf("DraftSummary() = %q, want %q", got, tc.draft)
-			}
-			if got := r.Plan.NumRanks(); got != tc.shape.GPUs {
-				t.Errorf("the plan has %d ranks, the group %d GPUs", got, tc.shape.GPUs)
-			}
-			wantNS := tc.fixedNS
-			if wantNS == "" {
-				wantNS = cache.NamespacePrefixTag + r.ShortHash
-			}
-			if r.Namespace != wantNS {
-				t.Errorf("Namespace = %q, want %q", r.Namespace, wantNS)
+			if tc.fixedNS != "" && namespace != tc.fixedNS {
+				t.Errorf("Namespace = %q, want %q", namespace, tc.fixedNS)
 			}
 
-			var addr string
-			if r.Nodes > 1 {
-				addr = "leader.default.svc:20102"
-			}
-			cfg, mc, err := resolve.ServerConfig(h, r, be, addr)
-			if err != nil {
-				t.Fatalf("ServerConfig: %v", err)
-			}
-			if mc == nil {
-				t.Fatal("a sample with storage has no Mooncake config")
-			}
-			if mc.ExtraBackendTag != r.Namespace {
-				t.Errorf("extra_backend_tag = %q, want the namespace %q", mc.ExtraBackendTag, r.Namespace)
-			}
-			// The sample's globalSegmentSize is per rank; SGLang divides the rendered value by
-			// the attention-TP size × the PP size.
-			if got, want := r.SegmentPerRank, tc.segmentGiB<<30; got != want {
-				t.Errorf("SegmentPerRank = %d bytes, want %d", got, want)
-			}
-			if got, want := mc.GlobalSegmentSize, tc.segmentGiB<<30*int64(r.Plan.AttentionTP*r.Plan.PipelineParallel); got != want {
-				t.Errorf("GlobalSegmentSize = %d bytes, want %d", got, want)
-			}
-			if cfg.NNodes != max(r.Nodes, 1) && !(r.Nodes == 1 && cfg.NNodes == 0) {
-				t.Errorf("NNodes = %d for a group of %d nodes", cfg.NNodes, r.Nodes)
+			// The router a sample asks for renders a command line the pinned router accepts.
+			switch {
+			case tc.router == "" && h.Spec.Router != nil:
+				t.Errorf("the sample has spec.router; the test expects none")
+			case tc.router != "" && h.Spec.Router == nil:
+				t.Errorf("the sample has no spec.router; the test expects a %s router", tc.router)
+			case h.Spec.Router != nil:
+				cfg, err := resolve.RouterConfig(h)
+				if err != nil {
+					t.Fatalf("RouterConfig: %v", err)
+				}
+				if mode := map[bool]string{true: "prefill/decode", false: "regular"}[cfg.PD()]; mode != tc.router {
+					t.Errorf("the router runs in %s mode, want %s", mode, tc.router)
+				}
+				if _, err := router.Args(cfg); err != nil {
+					t.Errorf("the router's command line: %v", err)
+				}
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/router"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
@@ -242,8 +243,9 @@ func TestServerConfigTopologyAndDraft(t *testing.T) {
 }
 
 // TestSampleRenderings pins what each shipped sample renders to: its layout namespace and the
-// SGLang command line. A change of a sample's namespace moves its users to an empty cache, so it
-// must be a reviewed change of the golden file (go test -update).
+// SGLang command line (of each role, for a sample with spec.roles), and its router's command
+// line. A change of a sample's namespace moves its users to an empty cache, so it must be a
+// reviewed change of the golden file (go test -update).
 func TestSampleRenderings(t *testing.T) {
 	type rendering struct {
 		Namespace   string         `json:"namespace"`
@@ -257,28 +259,75 @@ func TestSampleRenderings(t *testing.T) {
 		Args        []string       `json:"args"`
 		ExtraConfig map[string]any `json:"extraConfig,omitempty"`
 	}
+	// withRoles is the rendering of a sample with spec.roles: each role's groups.
+	type withRoles struct {
+		Namespace string    `json:"namespace"`
+		Prefill   rendering `json:"prefill"`
+		Decode    rendering `json:"decode"`
+		Router    []string  `json:"router,omitempty"`
+	}
+	be := &resolve.Backend{Name: "mooncake", RPCAddress: "mooncake-master.default.svc:50051", MetadataServer: "P2PHANDSHAKE", MetricsPort: 9003}
+	// render is the rendering of the groups named group, of r, whose server config is made by
+	// config from the leader's rendezvous address.
+	render := func(t *testing.T, group string, r *resolve.Resolved, config func(addr string) (sglang.ServerConfig, error)) rendering {
+		t.Helper()
+		addr := ""
+		if r.Nodes > 1 {
+			addr = group + "-0." + group + ".default.svc:20102"
+		}
+		cfg, err := config(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args, err := sglang.Args(cfg)
+		if err != nil {
+			t.Fatalf("Args: %v", err)
+		}
+		out := rendering{
+			Namespace: r.Namespace, Fingerprint: r.Fingerprint, Facts: r.FactList(), Plan: r.Plan.Summary(),
+			Draft: r.DraftSummary(), GPUs: r.GPUs, Nodes: r.Nodes, GPUsPerPod: r.GPUsPerPod, Args: args,
+		}
+		if cfg.HiCache != nil { // nil on decode servers without L3
+			out.ExtraConfig = cfg.HiCache.ExtraConfig
+		}
+		return out
+	}
 	for _, file := range hcdSamples(t) {
 		name := strings.TrimSuffix(file, ".yaml")
 		t.Run(name, func(t *testing.T) {
 			h := loadSample(t, file)
-			r := mustResolve(t, h)
-			addr := ""
-			if r.Nodes > 1 {
-				addr = h.Name + "-0-0." + h.Name + "-0.default.svc:20102"
-			}
-			be := &resolve.Backend{Name: "mooncake", RPCAddress: "mooncake-master.default.svc:50051", MetadataServer: "P2PHANDSHAKE", MetricsPort: 9003}
-			cfg, _, err := resolve.ServerConfig(h, r, be, addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			args, err := sglang.Args(cfg)
-			if err != nil {
-				t.Fatalf("Args: %v", err)
-			}
-			got := rendering{
-				Namespace: r.Namespace, Fingerprint: r.Fingerprint, Facts: r.FactList(), Plan: r.Plan.Summary(),
-				Draft: r.DraftSummary(), GPUs: r.GPUs, Nodes: r.Nodes, GPUsPerPod: r.GPUsPerPod, Args: args,
-				ExtraConfig: cfg.HiCache.ExtraConfig,
+			var got any
+			if h.Spec.Roles == nil {
+				r := mustResolve(t, h)
+				if h.Spec.Router != nil {
+					t.Fatal("a sample without roles has spec.router: the golden has no place for it yet")
+				}
+				got = render(t, h.Name+"-0", r, func(addr string) (sglang.ServerConfig, error) {
+					cfg, _, err := resolve.ServerConfig(h, r, be, addr)
+					return cfg, err
+				})
+			} else {
+				roles, err := resolve.RolesOf(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				of := func(rr *resolve.RoleResolved) rendering {
+					return render(t, h.Name+"-"+string(rr.Role)+"-0", rr.Resolved, func(addr string) (sglang.ServerConfig, error) {
+						cfg, _, err := resolve.RoleServerConfig(roles, rr, be, addr)
+						return cfg, err
+					})
+				}
+				w := withRoles{Namespace: roles.Namespace(), Prefill: of(roles.Prefill), Decode: of(roles.Decode)}
+				if h.Spec.Router != nil {
+					cfg, err := resolve.RouterConfig(h)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if w.Router, err = router.Args(cfg); err != nil {
+						t.Fatalf("the router's command line: %v", err)
+					}
+				}
+				got = w
 			}
 			var buf bytes.Buffer
 			enc := json.NewEncoder(&buf)
