@@ -89,8 +89,8 @@ type config struct {
 	// first cpuProfile of the convergence.
 	profileDir string
 	cpuProfile time.Duration
-	// audit runs the operator's API server with an audit log, from which the manager's writes are
-	// broken down by resource.
+	// audit runs the operator's API server with an audit log, from which the manager's writes and
+	// requests are broken down by resource.
 	audit bool
 }
 
@@ -300,6 +300,7 @@ func runOperator(tb testing.TB, cfg config, m *mooncaketest.Master, p func(strin
 		p("operator: the manager's writes per deployment, by resource and verb, from the API server's audit log:\n%s", auditWrites(tb, c.AuditLogPath(), cfg.n, time.Time{}))
 		p("operator: the manager's writes at rest:\n%s", auditWrites(tb, c.AuditLogPath(), 1, last))
 		p("operator: the manager's writes of deployment %s, in order:\n%s", newDeployment(0).Name, auditTimeline(tb, c.AuditLogPath(), newDeployment(0).Name))
+		p("operator: the manager's requests per deployment (reads too: start-up lists and watches spread over N), by resource and verb:\n%s", auditRequests(tb, c.AuditLogPath(), cfg.n))
 	}
 }
 
@@ -320,6 +321,18 @@ type auditEvent struct {
 // managerWrites calls f with each of the manager's completed writes in the audit log at path.
 func managerWrites(tb testing.TB, path string, f func(e *auditEvent)) {
 	tb.Helper()
+	managerRequests(tb, path, func(e *auditEvent) {
+		switch e.Verb {
+		case "create", "patch", "update", "delete":
+			f(e)
+		}
+	})
+}
+
+// managerRequests calls f with each of the manager's completed requests in the audit log at path,
+// reads included (a watch is logged when it ends).
+func managerRequests(tb testing.TB, path string, f func(e *auditEvent)) {
+	tb.Helper()
 	file, err := os.Open(path)
 	if err != nil {
 		tb.Fatal(err)
@@ -332,10 +345,7 @@ func managerWrites(tb testing.TB, path string, f func(e *auditEvent)) {
 		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Stage != "ResponseComplete" || !strings.HasPrefix(e.UserAgent, "manager/") {
 			continue
 		}
-		switch e.Verb {
-		case "create", "patch", "update", "delete":
-			f(&e)
-		}
+		f(&e)
 	}
 	if err := sc.Err(); err != nil {
 		tb.Fatal(err)
@@ -388,6 +398,35 @@ func auditWrites(tb testing.TB, path string, n int, since time.Time) string {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "  %-40s %.2f\n", k, float64(counts[k])/float64(n))
 	}
+	return b.String()
+}
+
+// auditRequests counts the manager's requests in an audit log by resource and verb, per
+// deployment, with the total per verb.
+func auditRequests(tb testing.TB, path string, n int) string {
+	tb.Helper()
+	counts, verbs, total := map[string]int{}, map[string]int{}, 0
+	managerRequests(tb, path, func(e *auditEvent) {
+		res := e.resource()
+		if res == "" {
+			res = "(discovery, health)"
+		}
+		counts[res+" "+e.Verb]++
+		verbs[e.Verb]++
+		total++
+	})
+	var b strings.Builder
+	for _, m := range []map[string]int{counts, verbs} {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "  %-40s %.2f\n", k, float64(m[k])/float64(n))
+		}
+	}
+	fmt.Fprintf(&b, "  %-40s %.2f\n", "every request", float64(total)/float64(n))
 	return b.String()
 }
 

@@ -43,7 +43,7 @@ func TestScaleSmoke(t *testing.T) {
 // BENCH_MANAGER_FLAGS adds manager flags (recorded beside the figures); BENCH_MANAGER_BIN runs
 // another binary than one built from this tree; BENCH_PROFILE_DIR receives the manager's heap
 // profile at rest and a CPU profile of the first 30 s of each N; BENCH_AUDIT=1 logs the manager's
-// writes by resource from the API server's audit log. Run it with make bench-scale.
+// writes, and all its requests, by resource and verb from the API server's audit log. Run it with make bench-scale.
 func BenchmarkScale(b *testing.B) {
 	ns := []int{50, 200, 1000}
 	if v := os.Getenv("BENCH_N"); v != "" {
