@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/controllers"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 )
 
@@ -236,4 +237,128 @@ func TestMissingKeySecretIsReportedThenRecovers(t *testing.T) {
 	taken.Name = "taken"
 	create(t, taken)
 	waitReason("taken", hicachev1alpha1.ReasonKeySecretInvalid, "is not this deployment's")
+}
+
+// The operator reads the Secrets of SGLang's keys only when it does not know them to be in
+// order: it creates the generated admin key's Secret without reading it first, reads the Secret
+// the spec names once, and reads neither again in the reconciles of the rollout that follows.
+func TestKeySecretsAreReadOnceThenKnown(t *testing.T) {
+	ns, _ := namespaceWithBackend(t)
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "clients", Namespace: ns}, Data: map[string][]byte{"token": []byte(canary(t, "api"))}})
+	h := hcd(t, ns, qwen3)
+	h.Spec.Security = &hicachev1alpha1.ServingSecurity{APIKeySecretRef: &hicachev1alpha1.SecretKeyReference{Name: "clients", Key: "token"}}
+	create(t, h)
+	waitReadyGroups(t, ns, "qwen3", 1)
+	const rolled = "lmsysorg/sglang:v0.5.23-rolled"
+	update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.SGLang.Image = rolled })
+	eventually(t, 60*time.Second, "qwen3's ranks rolled to the new image and ready", func() (bool, string) {
+		h := getHCD(t, ns, "qwen3")
+		pods := rankPods(t, ns, "qwen3")
+		ok := len(pods) == 1 && meta.IsStatusConditionTrue(h.Status.Conditions, hicachev1alpha1.ConditionReady) && h.Status.ObservedGeneration == h.Generation
+		for _, p := range pods {
+			ok = ok && p.Spec.Containers[0].Image == rolled
+		}
+		return ok, fmt.Sprintf("%d pods, status %+v", len(pods), h.Status.Conditions)
+	})
+	want := []string{"POST secrets", "GET secrets/clients"}
+	if got := operatorRequestsOf(ns, "secrets"); !slices.Equal(got, want) {
+		t.Errorf("the operator's requests about Secrets: %q, want %q", got, want)
+	}
+}
+
+// A Secret a deployment names that is deleted once the deployment is Ready is said in the
+// Progressing condition and a Warning Event, which name the Secret and the spec field, within the
+// check period (here 2 s; nothing else wakes the deployment: kwok starts rank containers without
+// reading their Secrets); created again, the condition clears.
+func TestKeySecretDeletedAfterReadyIsReportedThenClears(t *testing.T) {
+	const period = 2 * time.Second
+	restartManagerWith(t, "", func(o *controllers.Options) { o.KeySecretCheckPeriod = period })
+	ns, _ := namespaceWithBackend(t)
+	keys := func() *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ops-keys", Namespace: ns}, Data: map[string][]byte{"admin": []byte(canary(t, "admin"))}}
+	}
+	create(t, keys())
+	h := hcd(t, ns, qwen3)
+	h.Spec.Security = &hicachev1alpha1.ServingSecurity{AdminAPIKeySecretRef: &hicachev1alpha1.SecretKeyReference{Name: "ops-keys", Key: "admin"}}
+	create(t, h)
+	waitReadyGroups(t, ns, "qwen3", 1)
+
+	if err := k8s.Delete(context.Background(), keys()); err != nil {
+		t.Fatal(err)
+	}
+	const said = `Secret "ops-keys", named by spec.security.adminAPIKeySecretRef, does not exist in namespace`
+	deleted := time.Now()
+	eventually(t, 30*time.Second+period, "Progressing=False KeySecretInvalid naming the Secret", func() (bool, string) {
+		c := meta.FindStatusCondition(getHCD(t, ns, "qwen3").Status.Conditions, hicachev1alpha1.ConditionProgressing)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == hicachev1alpha1.ReasonKeySecretInvalid && strings.Contains(c.Message, said), fmt.Sprintf("%+v", c)
+	})
+	t.Logf("the deleted Secret was reported %.1f s after its deletion", time.Since(deleted).Seconds())
+	eventually(t, 10*time.Second, "a Warning Event naming the Secret", func() (bool, string) {
+		var events corev1.EventList
+		if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			if e.Reason == hicachev1alpha1.ReasonKeySecretInvalid && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, said) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events", len(events.Items))
+	})
+
+	create(t, keys())
+	eventually(t, 60*time.Second, "Progressing no longer KeySecretInvalid, the deployment Ready", func() (bool, string) {
+		h := getHCD(t, ns, "qwen3")
+		c := meta.FindStatusCondition(h.Status.Conditions, hicachev1alpha1.ConditionProgressing)
+		return c != nil && c.Reason != hicachev1alpha1.ReasonKeySecretInvalid && meta.IsStatusConditionTrue(h.Status.Conditions, hicachev1alpha1.ConditionReady),
+			fmt.Sprintf("%+v", h.Status.Conditions)
+	})
+}
+
+// A rank container that cannot start because a Secret the deployment names is gone (the kubelet
+// reports CreateContainerConfigError naming it) wakes the deployment, which reads the Secret and
+// says so at once, long before the check period (30 minutes here). kwok starts containers
+// without reading their Secrets, so the test writes the rank pod's status as the kubelet does.
+func TestRankWaitingOnAMissingKeySecretIsReported(t *testing.T) {
+	ns, _ := namespaceWithBackend(t)
+	keys := func() *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "clients", Namespace: ns}, Data: map[string][]byte{"token": []byte(canary(t, "api"))}}
+	}
+	create(t, keys())
+	h := hcd(t, ns, qwen3)
+	h.Spec.Security = &hicachev1alpha1.ServingSecurity{APIKeySecretRef: &hicachev1alpha1.SecretKeyReference{Name: "clients", Key: "token"}}
+	create(t, h)
+	waitReadyGroups(t, ns, "qwen3", 1)
+	if err := k8s.Delete(context.Background(), keys()); err != nil {
+		t.Fatal(err)
+	}
+	pods := rankPods(t, ns, "qwen3")
+	if len(pods) != 1 {
+		t.Fatalf("%d rank pods, want 1", len(pods))
+	}
+	p := &pods[0]
+	p.Status.Phase = corev1.PodRunning
+	for i := range p.Status.Conditions {
+		if c := &p.Status.Conditions[i]; c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
+			c.Status = corev1.ConditionFalse
+		}
+	}
+	c := p.Spec.Containers[0]
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+		Reason: "CreateContainerConfigError", Message: `secret "clients" not found`}}}}
+	if err := k8s.Status().Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	const said = `Secret "clients", named by spec.security.apiKeySecretRef, does not exist in namespace`
+	began := time.Now()
+	eventually(t, 15*time.Second, "Progressing=False KeySecretInvalid naming the Secret", func() (bool, string) {
+		c := meta.FindStatusCondition(getHCD(t, ns, "qwen3").Status.Conditions, hicachev1alpha1.ConditionProgressing)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == hicachev1alpha1.ReasonKeySecretInvalid && strings.Contains(c.Message, said), fmt.Sprintf("%+v", c)
+	})
+	t.Logf("reported %.1f s after the rank's status said it waits on the Secret", time.Since(began).Seconds())
+	create(t, keys())
+	eventually(t, 60*time.Second, "Progressing no longer KeySecretInvalid", func() (bool, string) {
+		c := meta.FindStatusCondition(getHCD(t, ns, "qwen3").Status.Conditions, hicachev1alpha1.ConditionProgressing)
+		return c != nil && c.Reason != hicachev1alpha1.ReasonKeySecretInvalid, fmt.Sprintf("%+v", c)
+	})
 }
