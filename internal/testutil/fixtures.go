@@ -36,14 +36,33 @@ func DeepSeekV4(ns, name string) *hicachev1alpha1.HiCacheDeployment {
 }
 
 // ExternalBackend is CacheBackend name in ns on a Mooncake master that runs outside the cluster,
-// at rpcAddr with its admin API at adminURL.
-func ExternalBackend(ns, name, rpcAddr, adminURL string) *hicachev1alpha1.CacheBackend {
-	return &hicachev1alpha1.CacheBackend{
+// at rpcAddr (host:port, or etcd://... for masters with HA) with its admin API at adminURL, with
+// what opts add (ClusterID, MultiTenant).
+func ExternalBackend(ns, name, rpcAddr, adminURL string, opts ...BackendOption) *hicachev1alpha1.CacheBackend {
+	cb := &hicachev1alpha1.CacheBackend{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: hicachev1alpha1.CacheBackendSpec{Type: hicachev1alpha1.BackendMooncake, Mooncake: &hicachev1alpha1.MooncakeSpec{
 			External: &hicachev1alpha1.ExternalMooncake{RPCAddress: rpcAddr, AdminURL: adminURL},
 		}},
 	}
+	for _, o := range opts {
+		o(cb)
+	}
+	return cb
+}
+
+// BackendOption sets a field of the CacheBackend ExternalBackend makes.
+type BackendOption func(*hicachev1alpha1.CacheBackend)
+
+// ClusterID names the cluster of masters with HA the backend's etcd:// address finds
+// (spec.mooncake.external.clusterID).
+func ClusterID(id string) BackendOption {
+	return func(cb *hicachev1alpha1.CacheBackend) { cb.Spec.Mooncake.External.ClusterID = id }
+}
+
+// MultiTenant says the backend's master is multi-tenant (spec.mooncake.multiTenant).
+func MultiTenant() BackendOption {
+	return func(cb *hicachev1alpha1.CacheBackend) { cb.Spec.Mooncake.MultiTenant = true }
 }
 
 // CRDDir is config/crd/bases of the repository: the CRDs a test's API server is given.

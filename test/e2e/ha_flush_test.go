@@ -23,6 +23,7 @@ import (
 	"github.com/hicache-io/hicache-operator/controllers"
 	"github.com/hicache-io/hicache-operator/internal/mooncake"
 	"github.com/hicache-io/hicache-operator/internal/mooncake/mooncaketest"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
 // haBehindProxy is two masters with HA and the metadata log on a real etcd, which they reach
@@ -48,13 +49,7 @@ func startHABehindProxy(t *testing.T, ns string) *haBehindProxy {
 			h.standby = m
 		}
 	}
-	create(t, &hicachev1alpha1.CacheBackend{
-		ObjectMeta: metav1.ObjectMeta{Name: "mooncake", Namespace: ns},
-		Spec: hicachev1alpha1.CacheBackendSpec{Type: hicachev1alpha1.BackendMooncake, Mooncake: &hicachev1alpha1.MooncakeSpec{
-			External: &hicachev1alpha1.ExternalMooncake{RPCAddress: "etcd://" + e.Endpoint, AdminURL: h.standby.AdminURL, ClusterID: cluster},
-		}},
-	})
-	waitCondition(t, &hicachev1alpha1.CacheBackend{}, ns, "mooncake", hicachev1alpha1.ConditionReady, metav1.ConditionTrue, 30*time.Second)
+	externalBackend(t, ns, "mooncake", "etcd://"+e.Endpoint, h.standby.AdminURL, testutil.ClusterID(cluster))
 	return h
 }
 

@@ -9,13 +9,13 @@ import (
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/mooncake"
 	"github.com/hicache-io/hicache-operator/internal/mooncake/mooncaketest"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
+	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
 // An external backend given as etcd://: two real masters with HA on a real etcd. The backend's
@@ -35,14 +35,7 @@ func TestExternalBackendOnEtcd(t *testing.T) {
 		}
 	}
 
-	cb := &hicachev1alpha1.CacheBackend{
-		ObjectMeta: metav1.ObjectMeta{Name: "mooncake", Namespace: ns},
-		Spec: hicachev1alpha1.CacheBackendSpec{Type: hicachev1alpha1.BackendMooncake, Mooncake: &hicachev1alpha1.MooncakeSpec{
-			External: &hicachev1alpha1.ExternalMooncake{RPCAddress: ha.ClientAddr, AdminURL: standby.AdminURL, ClusterID: cluster},
-		}},
-	}
-	create(t, cb)
-	waitCondition(t, &hicachev1alpha1.CacheBackend{}, ns, "mooncake", hicachev1alpha1.ConditionReady, metav1.ConditionTrue, 30*time.Second)
+	externalBackend(t, ns, "mooncake", ha.ClientAddr, standby.AdminURL, testutil.ClusterID(cluster))
 	got := getBackend(t, ns, "mooncake")
 	if ep := got.Status.Endpoints; ep.RPCAddress != ha.ClientAddr || ep.AdminURL != leader.AdminURL || ep.ClusterID != cluster {
 		t.Errorf("endpoints %+v: want the etcd:// address, the leader's admin URL %s (the spec names the standby's) and cluster %s", ep, leader.AdminURL, cluster)

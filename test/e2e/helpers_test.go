@@ -32,10 +32,11 @@ func namespaceWithBackend(t *testing.T) (string, *master) {
 	return ns, m
 }
 
-// externalBackend creates a CacheBackend pointing at a master and waits until it is Ready.
-func externalBackend(t *testing.T, ns, name, rpcAddr, adminURL string) {
+// externalBackend creates a CacheBackend pointing at a master (testutil.ExternalBackend, with
+// opts) and waits until it is Ready.
+func externalBackend(t *testing.T, ns, name, rpcAddr, adminURL string, opts ...testutil.BackendOption) {
 	t.Helper()
-	if err := k8s.Create(context.Background(), testutil.ExternalBackend(ns, name, rpcAddr, adminURL)); err != nil {
+	if err := k8s.Create(context.Background(), testutil.ExternalBackend(ns, name, rpcAddr, adminURL, opts...)); err != nil {
 		t.Fatalf("creating CacheBackend %s: %v", name, err)
 	}
 	waitCondition(t, &hicachev1alpha1.CacheBackend{}, ns, name, hicachev1alpha1.ConditionReady, metav1.ConditionTrue, 30*time.Second)

@@ -104,13 +104,7 @@ func TestStoreWideFlushesWaitWhileDeploymentsWrite(t *testing.T) {
 
 	// A backend that says its master is multi-tenant (this one is not: it would ignore the
 	// tenant and remove every object).
-	cb := &hicachev1alpha1.CacheBackend{
-		ObjectMeta: metav1.ObjectMeta{Name: "tenants", Namespace: ns},
-		Spec: hicachev1alpha1.CacheBackendSpec{Type: hicachev1alpha1.BackendMooncake, Mooncake: &hicachev1alpha1.MooncakeSpec{
-			MultiTenant: true, External: &hicachev1alpha1.ExternalMooncake{RPCAddress: m.RPCAddr, AdminURL: m.AdminURL}}},
-	}
-	create(t, cb)
-	waitCondition(t, &hicachev1alpha1.CacheBackend{}, ns, "tenants", hicachev1alpha1.ConditionReady, metav1.ConditionTrue, 30*time.Second)
+	externalBackend(t, ns, "tenants", m.RPCAddr, m.AdminURL, testutil.MultiTenant())
 	create(t, manualFlush(ns, "one-tenant", "tenants", hicachev1alpha1.FlushScopeTenant, func(cf *hicachev1alpha1.CacheFlush) { cf.Spec.Tenant = "team-a" }))
 	waitHeldInUse(t, ns, "one-tenant", "dsv4")
 	keysStay(t, m, nsA, len(keys))
