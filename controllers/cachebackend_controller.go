@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 )
@@ -80,6 +81,8 @@ type CacheBackendReconciler struct {
 
 	// probes holds each backend's last probe, so that events between two polls reuse it.
 	probes probeCache
+	// probeNow wakes a backend whose probe was asked for (requestProbe).
+	probeNow chan event.GenericEvent
 	// writes remembers this reconciler's status writes until its cache holds them.
 	writes *statusWrites
 }
@@ -169,7 +172,10 @@ func (r *CacheBackendReconciler) probeMaster(ctx context.Context, s *backendScop
 	}
 	requeue := interval
 	last, ok := r.probes.get(key)
-	if reuse, after := reuseProbe(last, ok, endpoints.AdminURL, cb.Generation, s.now, interval); reuse && last.PodsKey == podsKey(pods) {
+	// A probe that found no serving leader of masters with HA stands only until haRequeue's
+	// next look, not for the whole poll interval: the status follows the next leader as soon as
+	// it serves.
+	if reuse, after := reuseProbe(last, ok, endpoints.AdminURL, cb.Generation, s.now, haRequeue(cb, last, interval)); reuse && last.PodsKey == podsKey(pods) {
 		s.obs.probe, requeue = last, after
 	} else {
 		pctx, cancel := context.WithTimeout(ctx, r.Options.ProbeTimeout)
@@ -318,6 +324,27 @@ func reuseProbe(last probeRecord, ok bool, adminURL string, generation int64, no
 		return false, interval
 	}
 	return true, interval - age
+}
+
+// reprobeAfter is how old a backend's last probe must be for requestProbe to drop it: requests
+// from many deployments at once cost one probe a second at most.
+const reprobeAfter = time.Second
+
+// requestProbe has a backend probed at once instead of at its next poll: a deployment about to
+// start a new layout asked the masters, and they did not confirm the leader view of the
+// backend's status. It never blocks: when the wake-up cannot be queued, the next poll probes.
+func (r *CacheBackendReconciler) requestProbe(key client.ObjectKey) {
+	if last, ok := r.probes.get(key); ok && r.Clock != nil && r.Clock.Now().Sub(last.At) < reprobeAfter {
+		return
+	}
+	r.probes.forget(key)
+	if r.probeNow == nil {
+		return
+	}
+	select {
+	case r.probeNow <- event.GenericEvent{Object: &hicachev1alpha1.CacheBackend{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
+	default:
+	}
 }
 
 // probeCache holds the last probe of each backend. Reconciles of one backend never run at once;
@@ -740,6 +767,7 @@ func (r *CacheBackendReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// a minute are a thousand changes of that list. Within backendUseDelay they are one reconcile
 	// and one status write.
 	hcdToBackend = enqueueAfter(backendUseDelay, hcdToBackend)
+	r.probeNow = make(chan event.GenericEvent, 64)
 	return ctrl.NewControllerManagedBy(mgr).
 		// Probes of different backends run side by side: one whose admin URL hangs holds one
 		// worker for at most the probe deadline.
@@ -754,6 +782,7 @@ func (r *CacheBackendReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				return namespaceUseChanged(e.ObjectOld.(*hicachev1alpha1.HiCacheDeployment), e.ObjectNew.(*hicachev1alpha1.HiCacheDeployment))
 			},
 		})).
+		WatchesRawSource(source.Channel(r.probeNow, &handler.EnqueueRequestForObject{})).
 		Named("cachebackend").
 		Complete(r)
 }

@@ -401,9 +401,16 @@ func (r *CacheBackendReconciler) followLeader(ctx context.Context, cb *hicachev1
 // about 10 s, and clients wait for it.
 const haRequeueAfter = 2 * time.Second
 
-// haRequeue shortens the wait for the next probe while a managed HA backend has no leader.
+// haRequeue shortens the wait for the next probe while a backend with HA has no serving leader:
+// a managed one none of whose master pods serves, or an external one on etcd:// whose admin URL
+// (and the leader it names) does not serve. The status then follows the next leader within
+// haRequeueAfter of its election, whatever the poll interval.
 func haRequeue(cb *hicachev1alpha1.CacheBackend, rec probeRecord, requeue time.Duration) time.Duration {
-	if managedHA(cb) != nil && (rec.HA == nil || rec.HA.LeaderPod == "") && requeue > haRequeueAfter {
+	noLeader := managedHA(cb) != nil && (rec.HA == nil || rec.HA.LeaderPod == "")
+	if ext := cb.Spec.Mooncake.External; ext != nil && store.IsEtcd(ext.RPCAddress) && (rec.Err != nil || !rec.Probe.ServiceReady) {
+		noLeader = true
+	}
+	if noLeader && requeue > haRequeueAfter {
 		return haRequeueAfter
 	}
 	return requeue

@@ -5,12 +5,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/mooncake"
@@ -281,5 +285,62 @@ func TestHAStatusKeepsTheLastLeaderThroughAnElection(t *testing.T) {
 		if _, ev := leaderChange(old, st); ev != s.event {
 			t.Errorf("step %d: leader change event %v, want %v", i, ev, s.event)
 		}
+	}
+}
+
+func TestHARequeue(t *testing.T) {
+	external := func(rpc string) *hicachev1alpha1.CacheBackend {
+		return &hicachev1alpha1.CacheBackend{Spec: hicachev1alpha1.CacheBackendSpec{Type: hicachev1alpha1.BackendMooncake, Mooncake: &hicachev1alpha1.MooncakeSpec{
+			External: &hicachev1alpha1.ExternalMooncake{RPCAddress: rpc, AdminURL: "http://m:9003"}}}}
+	}
+	serving := probeRecord{Probe: BackendProbe{ServiceReady: true, ViewVersion: 2}}
+	const poll = 15 * time.Second
+	for _, c := range []struct {
+		name string
+		cb   *hicachev1alpha1.CacheBackend
+		rec  probeRecord
+		want time.Duration
+	}{
+		{"a lone master that does not answer waits for the poll", managedBackend("mc"), probeRecord{Err: errors.New("refused")}, poll},
+		{"managed HA with a leader", withHA(managedBackend("mc"), 3, "e:2379"), probeRecord{HA: &haView{LeaderPod: "mc-master-0"}}, poll},
+		{"managed HA electing", withHA(managedBackend("mc"), 3, "e:2379"), probeRecord{HA: &haView{}}, haRequeueAfter},
+		{"external on etcd:// whose leader serves", external("etcd://e:2379"), serving, poll},
+		{"external on etcd:// whose leader died", external("etcd://e:2379"), probeRecord{Err: errors.New("refused")}, haRequeueAfter},
+		{"external on etcd:// answering as a standby", external("etcd://e:2379"), probeRecord{Probe: BackendProbe{Standby: true}}, haRequeueAfter},
+		{"external without HA that does not answer", external("m:50051"), probeRecord{Err: errors.New("refused")}, poll},
+	} {
+		if got := haRequeue(c.cb, c.rec, poll); got != c.want {
+			t.Errorf("%s: next probe in %v, want %v", c.name, got, c.want)
+		}
+	}
+	if got := haRequeue(external("etcd://e:2379"), probeRecord{Err: errors.New("refused")}, time.Second); got != time.Second {
+		t.Errorf("a poll shorter than the election's wait is kept: got %v", got)
+	}
+}
+
+func TestRequestProbe(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(t0.Time)
+	r := &CacheBackendReconciler{Clock: clk, probeNow: make(chan event.GenericEvent, 1)}
+	key := client.ObjectKey{Namespace: "ns", Name: "mc"}
+	r.probes.put(key, probeRecord{At: t0.Time})
+	r.requestProbe(key)
+	if _, ok := r.probes.get(key); !ok || len(r.probeNow) != 0 {
+		t.Fatalf("a probe younger than %v was dropped, or the backend woken for another", reprobeAfter)
+	}
+	clk.SetTime(t0.Add(reprobeAfter))
+	r.requestProbe(key)
+	if _, ok := r.probes.get(key); ok || len(r.probeNow) != 1 {
+		t.Fatalf("an older probe was kept (%v), or the backend not woken (%d queued)", ok, len(r.probeNow))
+	}
+	if e := <-r.probeNow; e.Object.GetNamespace() != "ns" || e.Object.GetName() != "mc" {
+		t.Errorf("woke %s/%s", e.Object.GetNamespace(), e.Object.GetName())
+	}
+	// A full queue never blocks the deployment that asks: the probe is dropped, the next
+	// reconcile probes.
+	r.probeNow <- event.GenericEvent{Object: &hicachev1alpha1.CacheBackend{}}
+	r.probes.put(key, probeRecord{At: t0.Time})
+	r.requestProbe(key)
+	if _, ok := r.probes.get(key); ok {
+		t.Error("the probe stands although its backend was asked for again")
 	}
 }

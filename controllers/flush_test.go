@@ -362,6 +362,9 @@ func TestPickFlush(t *testing.T) {
 			existing: []hicachev1alpha1.CacheFlush{underView(flush("f1", 50, "1", ""), 7, 60)}, since: since(10), view: 8, want: "f1", next: 2},
 		"without HA any completed flush covers": {
 			existing: []hicachev1alpha1.CacheFlush{flush("f1", 50, "1", "complete")}, since: since(10), view: 8, want: "f1", next: 2},
+		"the status lags the failover: of two completed flushes, the recount under the newer view covers": {
+			existing: []hicachev1alpha1.CacheFlush{underView(flush("f1", 50, "1", "complete"), 7, 60), underView(flush("f2", 70, "2", "complete"), 8, 80)},
+			since:    since(10), view: 7, want: "f2", next: 3},
 		"the last of the outdated ones is named": {
 			existing: []hicachev1alpha1.CacheFlush{underView(flush("f1", 50, "1", "complete"), 6, 60), underView(flush("f2", 70, "2", "complete"), 7, 80)},
 			since:    since(10), view: 9, next: 3, outdated: "f2"},

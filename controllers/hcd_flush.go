@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -70,6 +71,10 @@ type flushRequest struct {
 	view int64
 	// event is the deployment that an Event about a flush run again after a failover goes to.
 	event *hicachev1alpha1.HiCacheDeployment
+	// askedAt is the admin URL of the master that answered view, when the operator asked the
+	// masters (checkLeader) because the backend's status named an older one, statusView.
+	askedAt    string
+	statusView int64
 }
 
 // pickFlush is the flush among those of one namespace, store and layout that removes what a
@@ -107,7 +112,9 @@ func pickFlush(existing []hicachev1alpha1.CacheFlush, since *metav1.Time, view i
 			}
 			continue
 		}
-		if best == nil || rank(cf) > rank(best) || (rank(cf) == rank(best) && cf.Name < best.Name) {
+		// Of two completed ones, the one of the newer view: the recount after a failover.
+		if best == nil || rank(cf) > rank(best) || (rank(cf) == rank(best) && (cf.Status.ViewVersion > best.Status.ViewVersion ||
+			cf.Status.ViewVersion == best.Status.ViewVersion && cf.Name < best.Name)) {
 			best = cf
 		}
 	}
@@ -188,9 +195,14 @@ func (r *HiCacheDeploymentReconciler) requestFlush(ctx context.Context, req flus
 		return &cur, false, nil
 	}
 	if outdated != nil && req.event != nil {
+		seen := ""
+		if req.askedAt != "" && req.statusView < req.view {
+			seen = fmt.Sprintf(" (the master at %s answered view %d while the CacheBackend's status still names view %d: its next probe had not run)",
+				req.askedAt, req.view, req.statusView)
+		}
 		r.Recorder.Eventf(req.event, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonRecountAfterFailover, "Flush",
-			"The masters elected a new leader (view %d) after CacheFlush %s emptied namespace %s under view %d: a removal the old leader had not written to etcd comes back on the new one, so CacheFlush %s counts the namespace and flushes it again before the new layout writes it",
-			req.view, relativeName(outdated.Namespace+"/"+outdated.Name, req.event.Namespace), req.namespace, outdated.Status.ViewVersion, relativeName(cf.Namespace+"/"+cf.Name, req.event.Namespace))
+			"The masters elected a new leader (view %d) after CacheFlush %s emptied namespace %s under view %d%s: a removal the old leader had not written to etcd comes back on the new one, so CacheFlush %s counts the namespace and flushes it again before the new layout writes it",
+			req.view, relativeName(outdated.Namespace+"/"+outdated.Name, req.event.Namespace), req.namespace, outdated.Status.ViewVersion, seen, relativeName(cf.Namespace+"/"+cf.Name, req.event.Namespace))
 	}
 	return cf, true, nil
 }
@@ -227,14 +239,23 @@ func (r *HiCacheDeploymentReconciler) drainAndFlush(ctx context.Context, hcd *hi
 		obs.drain = &drainState{wait: drainStopping, namespace: ns, pods: stopped}
 		return nil
 	}
-	// 2. Flush the namespace, once.
-	cf, _, err := r.requestFlush(ctx, flushRequest{
+	// 2. Flush the namespace, once; once flushed, under the leader that serves now.
+	req := flushRequest{
 		storeID: id, namespace: ns, layout: old.ShortHash, since: old.Since, home: obs.backendObj, drainedFor: hcd,
 		requester: hcd.Namespace + "/" + hcd.Name, view: obs.backendObj.Status.ViewVersion, event: hcd,
 		reason: fmt.Sprintf("Layout of %s changed from %s to %s under the fixed namespace %s", hcd.Name, old.ShortHash, obs.resolved.ShortHash, ns),
-	})
+	}
+	cf, _, err := r.requestFlush(ctx, req)
 	if err != nil {
 		return fmt.Errorf("requesting the flush of the fixed namespace %s: %w", ns, err)
+	}
+	cf, why, err := r.checkLeader(ctx, obs.backendObj, req, cf)
+	if err != nil {
+		return fmt.Errorf("requesting the flush of the fixed namespace %s again after a failover: %w", ns, err)
+	}
+	if why != "" {
+		obs.drain = &drainState{wait: drainLeader, namespace: ns, flush: cf.Namespace + "/" + cf.Name, failure: why}
+		return nil
 	}
 	if !meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete) {
 		obs.drain = &drainState{wait: drainFlushing, namespace: ns, flush: cf.Namespace + "/" + cf.Name}
@@ -248,6 +269,55 @@ func (r *HiCacheDeploymentReconciler) drainAndFlush(ctx context.Context, hcd *hi
 	obs.cache.Since = &obs.now
 	obs.cache.LastFlush = flushRecord(cf)
 	return nil
+}
+
+// checkLeader asks the masters which leader view serves, at the moment a new layout would start
+// on a namespace that flush cf emptied on masters with HA (one request to the backend's admin
+// URL, within the probe deadline), and decides with planLayoutStart. It returns the flush that
+// covers the namespace now: cf, or the flush that counts it again under the newer view; why is
+// set when the new layout waits for a serving leader to answer. Whenever the masters did not
+// confirm the status's view, the backend is probed again at once, so that its status (and the
+// flush's admin URL) follows the new leader without waiting for the next poll.
+func (r *HiCacheDeploymentReconciler) checkLeader(ctx context.Context, backend *hicachev1alpha1.CacheBackend, req flushRequest, cf *hicachev1alpha1.CacheFlush) (*hicachev1alpha1.CacheFlush, string, error) {
+	if !meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete) || cf.Status.ViewVersion == 0 {
+		return cf, "", nil
+	}
+	o := layoutStartObservation{FlushView: cf.Status.ViewVersion}
+	if ep := backend.Status.Endpoints; ep != nil {
+		o.AdminURL = ep.AdminURL
+	}
+	if r.Options.Admin == nil {
+		o.AskErr = errors.New("the operator has no admin client")
+	} else if o.AdminURL != "" {
+		actx, cancel := context.WithTimeout(ctx, r.Options.ProbeTimeout)
+		h, err := r.Options.Admin.MasterHealth(actx, o.AdminURL)
+		cancel()
+		if err == nil {
+			o.Leader = &h
+		} else {
+			o.AskErr = err
+		}
+	}
+	plan := planLayoutStart(o)
+	if plan.Verdict == layoutStart {
+		return cf, "", nil
+	}
+	if r.probeBackend != nil {
+		r.probeBackend(client.ObjectKeyFromObject(backend))
+	}
+	if plan.Verdict == layoutWaitLeader {
+		return cf, fmt.Sprintf("CacheFlush %s emptied it under the masters' view %d, and the new layout starts once the leader of that view answers that it still serves: %s",
+			relativeName(cf.Namespace+"/"+cf.Name, req.requesterNamespace()), cf.Status.ViewVersion, plan.Why), nil
+	}
+	req.view, req.askedAt, req.statusView = plan.View, o.AdminURL, backend.Status.ViewVersion
+	again, _, err := r.requestFlush(ctx, req)
+	return again, "", err
+}
+
+// requesterNamespace is the Kubernetes namespace of the deployment that asks.
+func (req flushRequest) requesterNamespace() string {
+	ns, _, _ := strings.Cut(req.requester, "/")
+	return ns
 }
 
 // stopGroups deletes the deployment's serving groups and their pods: every group, or those whose
@@ -513,19 +583,24 @@ func (r *HiCacheDeploymentReconciler) holdForConflict(ctx context.Context, hcd *
 		}
 		wait.users = &others
 	} else {
-		cf, _, err := r.requestFlush(ctx, flushRequest{
+		req := flushRequest{
 			storeID: id, namespace: res.Namespace, layout: old.Conflict.LayoutHash, since: old.Conflict.Since, home: obs.backendObj, requester: self,
 			view: obs.backendObj.Status.ViewVersion, event: hcd,
 			reason: fmt.Sprintf("%s writes namespace %s, which %s wrote under layout %s", hcd.Name, res.Namespace, old.Conflict.Deployment, old.Conflict.LayoutHash),
-		})
+		}
+		cf, _, err := r.requestFlush(ctx, req)
 		if err != nil {
 			return fmt.Errorf("requesting the flush of what %s wrote in namespace %s: %w", old.Conflict.Deployment, res.Namespace, err)
 		}
-		if meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete) {
+		cf, why, err := r.checkLeader(ctx, obs.backendObj, req, cf)
+		if err != nil {
+			return fmt.Errorf("requesting the flush of what %s wrote in namespace %s again after a failover: %w", old.Conflict.Deployment, res.Namespace, err)
+		}
+		if why == "" && meta.IsStatusConditionTrue(cf.Status.Conditions, hicachev1alpha1.ConditionComplete) {
 			obs.cache.LastFlush = flushRecord(cf)
 			return nil
 		}
-		wait.flush = cf.Namespace + "/" + cf.Name
+		wait.flush, wait.leader = cf.Namespace+"/"+cf.Name, why
 	}
 	obs.cache = heldCache(old, hcd, res.Namespace)
 	obs.cache.Conflict = old.Conflict.DeepCopy()

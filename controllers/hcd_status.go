@@ -173,6 +173,9 @@ const (
 	drainStopping
 	// drainFlushing: the namespace's flush has not completed.
 	drainFlushing
+	// drainLeader: the flush completed on masters with HA, and no serving leader has confirmed
+	// the view it ran under yet.
+	drainLeader
 )
 
 // drainState is where the drain of a Fixed namespace stands: what it waits for and the facts of
@@ -184,8 +187,8 @@ type drainState struct {
 	users storeUse
 	// pods (drainStopping) is how many rank pods were still there.
 	pods int
-	// flush (drainFlushing) is the CacheFlush, namespace/name, and failure why its last attempt
-	// failed, when it did.
+	// flush (drainFlushing, drainLeader) is the CacheFlush, namespace/name, and failure why its
+	// last attempt failed, when it did (drainLeader: why the leader did not confirm its view).
 	flush, failure string
 }
 
@@ -197,6 +200,8 @@ func (d *drainState) message(from string) string {
 			d.namespace, d.users.describe(from)), 900)
 	case drainStopping:
 		return fmt.Sprintf("stopping %d rank pods that write namespace %s", d.pods, d.namespace)
+	case drainLeader:
+		return truncate(fmt.Sprintf("namespace %s is flushed; %s", d.namespace, d.failure), 900)
 	}
 	msg := fmt.Sprintf("waiting for CacheFlush %s of namespace %s", relativeName(d.flush, from), d.namespace)
 	if d.failure != "" {
@@ -214,6 +219,9 @@ type takeoverState struct {
 	previous, layout string
 	users            *storeUse
 	flush            string
+	// leader is why the new layout waits for the masters to confirm the flush's view, once the
+	// flush completed.
+	leader string
 }
 
 // message says what the takeover waits for, naming objects as seen from namespace from.
@@ -221,6 +229,9 @@ func (t *takeoverState) message(from string) string {
 	held := fmt.Sprintf("namespace %s holds what %s wrote under layout %s", t.namespace, relativeName(t.previous, from), t.layout)
 	if t.users != nil {
 		return fmt.Sprintf("%s: waiting for %s to stop writing it, then for its flush", held, t.users.describe(from))
+	}
+	if t.leader != "" {
+		return truncate(fmt.Sprintf("%s, and is flushed; %s", held, t.leader), 1024)
 	}
 	return fmt.Sprintf("%s: waiting for CacheFlush %s to remove it before writing it", held, relativeName(t.flush, from))
 }

@@ -31,10 +31,11 @@ import (
 
 // backendInputsChanged tells whether an update of a CacheBackend changes what its deployments
 // read of it: its spec (the store it reaches), whether it is Ready (and why not, which their
-// condition quotes), the endpoints it publishes, its deletion. Its probe results (key counts,
+// condition quotes), the endpoints it publishes, the masters' leader view (a flush under an older
+// one is done again before a new layout starts), its deletion. Its probe results (key counts,
 // capacity, namespaces in use) are read by no deployment.
 func backendInputsChanged(old, cur *hicachev1alpha1.CacheBackend) bool {
-	if old.Generation != cur.Generation || old.DeletionTimestamp.IsZero() != cur.DeletionTimestamp.IsZero() {
+	if old.Generation != cur.Generation || old.DeletionTimestamp.IsZero() != cur.DeletionTimestamp.IsZero() || old.Status.ViewVersion != cur.Status.ViewVersion {
 		return true
 	}
 	if backendReadiness(old) != backendReadiness(cur) {

@@ -48,6 +48,10 @@ func TestBackendInputsChanged(t *testing.T) {
 		{"the RPC address", func(cb *hicachev1alpha1.CacheBackend) { cb.Status.Endpoints.RPCAddress = "m2:50051" }, true},
 		{"the metrics port", func(cb *hicachev1alpha1.CacheBackend) { cb.Status.Endpoints.MetricsPort = 9004 }, true},
 		{"the HA cluster", func(cb *hicachev1alpha1.CacheBackend) { cb.Status.Endpoints.ClusterID = "c2" }, true},
+		{"the masters' leader view (a failover)", func(cb *hicachev1alpha1.CacheBackend) { cb.Status.ViewVersion = 3 }, true},
+		{"the members' roles alone", func(cb *hicachev1alpha1.CacheBackend) {
+			cb.Status.Masters = []hicachev1alpha1.MasterMember{{Name: "m-0", Role: hicachev1alpha1.MasterStandby}}
+		}, false},
 		{"no endpoints", func(cb *hicachev1alpha1.CacheBackend) { cb.Status.Endpoints = nil }, true},
 		{"the spec", func(cb *hicachev1alpha1.CacheBackend) { cb.Generation = 2 }, true},
 		{"deleted", func(cb *hicachev1alpha1.CacheBackend) { cb.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)} }, true},

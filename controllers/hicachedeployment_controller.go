@@ -48,6 +48,9 @@ type HiCacheDeploymentReconciler struct {
 	writes *statusWrites
 	// keys remembers the last check of each deployment's key Secrets.
 	keys keyChecks
+	// probeBackend has a CacheBackend probed at once, without waiting for its next poll (nil:
+	// none is).
+	probeBackend func(client.ObjectKey)
 }
 
 // +kubebuilder:rbac:groups=hicache.io,resources=hicachedeployments,verbs=get;list;watch

@@ -197,11 +197,13 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := registerIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	if err := (&CacheBackendReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cachebackend-controller"), Options: opts, Admin: opts.Admin}).SetupWithManager(mgr); err != nil {
+	backends := &CacheBackendReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cachebackend-controller"), Options: opts, Admin: opts.Admin}
+	if err := backends.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&CacheFlushReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cacheflush-controller"), Options: opts, Admin: opts.Admin, Flusher: opts.Flusher}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&HiCacheDeploymentReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("hicachedeployment-controller"), Options: opts}).SetupWithManager(mgr)
+	return (&HiCacheDeploymentReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("hicachedeployment-controller"), Options: opts,
+		probeBackend: backends.requestProbe}).SetupWithManager(mgr)
 }
