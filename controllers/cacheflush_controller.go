@@ -394,6 +394,11 @@ func (r *CacheFlushReconciler) executeAttempt(ctx context.Context, s *flushScope
 // attempt; the Jobs of recorded attempts go once the record is stored.
 func (r *CacheFlushReconciler) verifyAndRecord(ctx context.Context, s *flushScope) (step, error) {
 	cf, p, n, out := s.obj, s.obs.policy, s.obs.plan.Attempt, s.obs.out
+	if ctx.Err() != nil {
+		// The operator is stopping, not the attempt: its claim stays for whoever takes over, who
+		// records it from its Job, or accounts for it as interrupted.
+		return stopFor(0), nil
+	}
 	if out.Err == nil && countable(cf) {
 		left, err := r.Admin.CountKeys(ctx, s.obs.ep.AdminURL, scopePrefix(cf))
 		if err != nil {
@@ -403,10 +408,12 @@ func (r *CacheFlushReconciler) verifyAndRecord(ctx context.Context, s *flushScop
 		}
 	}
 	force := cf.Spec.Force == nil || *cf.Spec.Force
-	r.event(cf, recordAttempt(cf, p, n, out, force, r.Clock.Now()))
+	// The Event follows the stored record.
+	ev := recordAttempt(cf, p, n, out, force, r.Clock.Now())
 	if err := s.writeStatus(ctx); err != nil {
 		return proceed, fmt.Errorf("recording attempt %d: %w", n, err)
 	}
+	r.event(cf, ev)
 	if err := r.cleanupJobs(ctx, cf); err != nil {
 		return proceed, err
 	}

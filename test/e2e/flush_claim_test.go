@@ -196,14 +196,39 @@ func TestJobAttemptOfAStoppedOperatorIsRecordedFromItsJob(t *testing.T) {
 	if claim == nil || claim.Attempt != 1 {
 		t.Fatalf("claim %+v, want attempt 1's", claim)
 	}
+	// The record of attempt 1 is read from its Event, which stays: the status's Failed condition
+	// holds it only until attempt 2 claims, a second later. The stopping operator records
+	// nothing: its attempt was not over, only its process.
+	fromJob := "Attempt 1 failed: flush job jobhandover-1 failed"
+	var recorded time.Time
+	var others []string
 	eventually(t, 30*time.Second, "attempt 1 recorded from its Job", func() (bool, string) {
-		cf := getFlush(t, ns, "jobhandover")
-		c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionFailed)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == hicachev1alpha1.ReasonJobFailed && strings.Contains(c.Message, "Attempt 1"),
-			fmt.Sprintf("%+v", cf.Status.Conditions)
+		var evs eventsv1.EventList
+		if err := k8s.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		others = nil
+		for _, e := range evs.Items {
+			if e.Regarding.Kind != "CacheFlush" || e.Regarding.Name != "jobhandover" {
+				continue
+			}
+			line := fmt.Sprintf("%s %s %s: %s", e.EventTime.UTC().Format(time.StampMilli), e.Type, e.Reason, e.Note)
+			seen = append(seen, line)
+			switch {
+			case e.Type == corev1.EventTypeWarning && e.Reason == hicachev1alpha1.ReasonJobFailed && strings.HasPrefix(e.Note, fromJob):
+				recorded = e.EventTime.Time
+			case strings.HasPrefix(e.Note, "Attempt 1 failed"):
+				others = append(others, line)
+			}
+		}
+		return !recorded.IsZero(), fmt.Sprintf("the flush's Events: %s; its conditions: %+v", strings.Join(seen, " | "), getFlush(t, ns, "jobhandover").Status.Conditions)
 	})
-	if time.Now().After(claim.ExpiryTime.Time) {
-		t.Errorf("attempt 1 was recorded after its claim lapsed (%s): the successor waited for it", claim.ExpiryTime)
+	if recorded.After(claim.ExpiryTime.Time) {
+		t.Errorf("attempt 1 was recorded at %s, after its claim lapsed (%s): the successor waited for it", recorded.UTC().Format(time.StampMilli), claim.ExpiryTime)
+	}
+	for _, o := range others {
+		t.Errorf("attempt 1 was also reported otherwise than from its Job: %s", o)
 	}
 	var jobs batchv1.JobList
 	if err := k8s.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil {
