@@ -219,14 +219,14 @@ func groupSelector(hcd string, k groupKey) map[string]string {
 }
 
 // buildGroup is the StatefulSet of serving group g of a deployment without roles.
-func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be *resolve.Backend, g int, image string) (*appsv1.StatefulSet, error) {
+func buildGroup(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved, be *resolve.Backend, g int, image podImages) (*appsv1.StatefulSet, error) {
 	return buildRoleGroup(hcd, plainRole(hcd, r), be, g, image)
 }
 
 // buildRoleGroup is the StatefulSet of group g of role sr: one pod per node, pod 0 the leader,
 // every rank running the role's command line (checked against the pinned release's arguments
 // by sglang.Args).
-func buildRoleGroup(hcd *hicachev1alpha1.HiCacheDeployment, sr *servingRole, be *resolve.Backend, g int, image string) (*appsv1.StatefulSet, error) {
+func buildRoleGroup(hcd *hicachev1alpha1.HiCacheDeployment, sr *servingRole, be *resolve.Backend, g int, image podImages) (*appsv1.StatefulSet, error) {
 	key := groupKey{role: sr.role, index: g}
 	r := sr.res
 	cfg, mc, err := roleServerConfig(hcd, sr, be, key)
@@ -254,7 +254,7 @@ func buildRoleGroup(hcd *hicachev1alpha1.HiCacheDeployment, sr *servingRole, be 
 		podLabels[hicachev1alpha1.LabelBackend] = spec.Storage.BackendRef.Name
 	}
 
-	model, err := buildModelParts(spec, image)
+	model, err := buildModelParts(spec, image.SGLang)
 	if err != nil {
 		return nil, err
 	}
@@ -298,13 +298,14 @@ func buildRoleGroup(hcd *hicachev1alpha1.HiCacheDeployment, sr *servingRole, be 
 
 	container := corev1.Container{
 		Name:      resolve.ServingContainer,
-		Image:     image,
+		Image:     image.SGLang,
 		Command:   sglang.Command(),
 		Args:      args,
 		Env:       env,
 		Resources: resources,
+		// SGLang's HTTP port (and a prefill's bootstrap port) are the proxy's in front of it:
+		// SGLang listens on loopback (GuardContainer).
 		Ports: []corev1.ContainerPort{
-			{Name: "http", ContainerPort: SGLangPort, Protocol: corev1.ProtocolTCP},
 			{Name: "dist", ContainerPort: DistInitPort, Protocol: corev1.ProtocolTCP},
 		},
 		VolumeMounts: append([]corev1.VolumeMount{
@@ -313,10 +314,11 @@ func buildRoleGroup(hcd *hicachev1alpha1.HiCacheDeployment, sr *servingRole, be 
 		}, model.mounts...),
 		SecurityContext: spec.Template.ContainerSecurityContext.DeepCopy(),
 	}
+	var bootstrapPort int32
 	if sr.role == hicachev1alpha1.RolePrefill {
-		// Decode servers find the prefill's ranks through the bootstrap server on its leader.
-		container.Ports = append(container.Ports, corev1.ContainerPort{
-			Name: "bootstrap", ContainerPort: sr.roles.Transfer.BootstrapPort, Protocol: corev1.ProtocolTCP})
+		// Decode servers find the prefill's ranks through the bootstrap server on its leader,
+		// which the proxy serves on the pod IP.
+		bootstrapPort = sr.roles.Transfer.BootstrapPort
 	}
 	budget, _ := resolve.StartupBudget(spec, r)
 	container.StartupProbe, container.ReadinessProbe, container.LivenessProbe = rankProbes(budget)
@@ -342,7 +344,7 @@ func buildRoleGroup(hcd *hicachev1alpha1.HiCacheDeployment, sr *servingRole, be 
 		container.VolumeMounts = append(container.VolumeMounts, *spec.Template.VolumeMounts[i].DeepCopy())
 	}
 
-	containers := []corev1.Container{container}
+	containers := []corev1.Container{container, GuardContainer(hcd, bootstrapPort, image.Guard)}
 	for i := range spec.Template.Containers {
 		containers = append(containers, *spec.Template.Containers[i].DeepCopy())
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
@@ -40,7 +41,7 @@ func TestBuildGroupGolden(t *testing.T) {
 			if be == nil {
 				be = testBackend()
 			}
-			sts, err := buildGroup(h, mustResolve(t, h), be, tc.group, "sglang:test")
+			sts, err := buildGroup(h, mustResolve(t, h), be, tc.group, testImages)
 			if err != nil {
 				t.Fatalf("buildGroup: %v", err)
 			}
@@ -155,7 +156,7 @@ func TestBuildGroupMemoryCoversTheSegment(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			sts, err := buildGroup(tc.hcd, mustResolve(t, tc.hcd), testBackend(), 0, "img")
+			sts, err := buildGroup(tc.hcd, mustResolve(t, tc.hcd), testBackend(), 0, podImages{SGLang: "img", Guard: testGuardImage})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -255,7 +256,7 @@ func TestBuildGroupRPCDeadlinesOfHAMasters(t *testing.T) {
 	}
 	build := func(h *hicachev1alpha1.HiCacheDeployment) corev1.Container {
 		t.Helper()
-		sts, err := buildGroup(h, mustResolve(t, h), haTestBackend(), 0, "sglang:test")
+		sts, err := buildGroup(h, mustResolve(t, h), haTestBackend(), 0, testImages)
 		if err != nil {
 			t.Fatalf("buildGroup: %v", err)
 		}
@@ -397,7 +398,7 @@ func TestBuildGroupCacheLabels(t *testing.T) {
 func TestBuildGroupTemplateHash(t *testing.T) {
 	base := makeHCD("q").TP(4).Storage("mc")
 	hashOf := func(h *hicachev1alpha1.HiCacheDeployment, image string) string {
-		sts, err := buildGroup(h, mustResolve(t, h), testBackend(), 0, image)
+		sts, err := buildGroup(h, mustResolve(t, h), testBackend(), 0, podImages{SGLang: image, Guard: testGuardImage})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -490,7 +491,7 @@ func TestBuildGroupRefusesABadRender(t *testing.T) {
 	h := makeHCD("q").TP(4).Obj()
 	res := mustResolve(t, h)
 	h.Spec.Template.ExtraArgs = []string{"--tp-size", "8"}
-	if _, err := buildGroup(h, res, nil, 0, "img"); err == nil || !strings.Contains(err.Error(), "tp") {
+	if _, err := buildGroup(h, res, nil, 0, podImages{SGLang: "img", Guard: testGuardImage}); err == nil || !strings.Contains(err.Error(), "tp") {
 		t.Errorf("extra args that set --tp-size rendered (err %v); want an error naming the flag", err)
 	}
 }
@@ -649,5 +650,53 @@ func TestBuildConfigMapFitsTheAPIServer(t *testing.T) {
 	}
 	if _, ok := data["decode-plan.json"]; ok {
 		t.Error("decode-plan.json is there though it does not fit")
+	}
+}
+
+// Every rank pod runs SGLang on loopback and the proxy on the pod IP at SGLang's port: the
+// probes, the Services and the router reach SGLang only through it, and it meets the
+// restricted Pod Security profile on its own.
+func TestRankPodsRunTheProxyInFrontOfSGLang(t *testing.T) {
+	h := makeHCD("d").Profile("DeepSeekV4").TP(16).Storage("mc").Obj()
+	p := mustBuildGroup(t, h, 0).Spec.Template.Spec
+	c, g := p.Containers[0], p.Containers[1]
+	line := strings.Join(c.Args, " ")
+	if !strings.Contains(line, "--host 127.0.0.1 --port 30000") {
+		t.Errorf("SGLang does not listen on loopback: %s", line)
+	}
+	if g.Name != resolve.GuardContainer || g.Image != testGuardImage || !cmp.Equal(g.Command, []string{"/manager"}) ||
+		!cmp.Equal(g.Args, []string{"guard", "--listen-host=$(POD_IP)", "--upstream-host=127.0.0.1", "--port=30000"}) {
+		t.Errorf("proxy container %s %s %v %v", g.Name, g.Image, g.Command, g.Args)
+	}
+	if len(g.Ports) != 1 || g.Ports[0].Name != "http" || g.Ports[0].ContainerPort != SGLangPort {
+		t.Errorf("proxy ports %v, want http %d", g.Ports, SGLangPort)
+	}
+	if slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == SGLangPort }) {
+		t.Errorf("the serving container still declares %d: %v", SGLangPort, c.Ports)
+	}
+	// $(POD_IP) expands only from a variable of the container itself; the keys to redact come
+	// from the same Secret variables as SGLang's.
+	var names []string
+	for _, e := range g.Env {
+		names = append(names, e.Name)
+	}
+	if !cmp.Equal(names, []string{"POD_IP", resolve.AdminAPIKeyEnv}) || !cmp.Equal(g.Env[1], keyEnv(h)[0]) {
+		t.Errorf("proxy env %v", names)
+	}
+	sc := g.SecurityContext
+	if sc == nil || !ptr.Deref(sc.RunAsNonRoot, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) ||
+		sc.Capabilities == nil || !cmp.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 ||
+		sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault || ptr.Deref(sc.RunAsUser, 0) == 0 {
+		t.Errorf("proxy security context %+v does not meet the restricted profile", sc)
+	}
+	if _, ok := g.Resources.Limits[corev1.ResourceCPU]; ok {
+		t.Error("a CPU limit would throttle every request of the pod")
+	}
+	// With an API key the proxy reads it too.
+	withKey := makeHCD("d").TP(4).Obj()
+	withKey.Spec.Security = &hicachev1alpha1.ServingSecurity{APIKeySecretRef: &hicachev1alpha1.SecretKeyReference{Name: "s", Key: "k"}}
+	g = mustBuildGroup(t, withKey, 0).Spec.Template.Spec.Containers[1]
+	if len(g.Env) != 3 || g.Env[2].Name != resolve.APIKeyEnv {
+		t.Errorf("proxy env with an API key %v", g.Env)
 	}
 }

@@ -95,7 +95,9 @@ func buildModelParts(spec *hicachev1alpha1.HiCacheDeploymentSpec, image string) 
 //     output answers it. A follower's stand-in server answers it while its main process lives.
 func rankProbes(startupSeconds int32) (startup, readiness, liveness *corev1.Probe) {
 	get := func(path string) corev1.ProbeHandler {
-		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http"), Scheme: corev1.URISchemeHTTP}}
+		// By number: the port is the proxy's (GuardContainer), which the kubelet would not find
+		// by name in this container; the proxy passes the probe to SGLang.
+		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(SGLangPort), Scheme: corev1.URISchemeHTTP}}
 	}
 	period := int32(resolve.StartupProbePeriod)
 	startup = &corev1.Probe{

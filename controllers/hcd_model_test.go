@@ -177,8 +177,9 @@ func TestRankProbes(t *testing.T) {
 				if p == nil || p.HTTPGet == nil || p.Exec != nil {
 					t.Fatalf("%s probe %+v, want an HTTP GET", kind, p)
 				}
-				if p.HTTPGet.Port.String() != "http" {
-					t.Errorf("%s probe asks port %s, want the http port", kind, p.HTTPGet.Port.String())
+				// SGLang's port by number: the proxy's, which passes the probe to SGLang.
+				if p.HTTPGet.Port.IntValue() != SGLangPort {
+					t.Errorf("%s probe asks port %s, want %d", kind, p.HTTPGet.Port.String(), SGLangPort)
 				}
 			}
 			if c.StartupProbe.HTTPGet.Path != "/health" || c.ReadinessProbe.HTTPGet.Path != "/health" || c.LivenessProbe.HTTPGet.Path != "/health_generate" {

@@ -133,7 +133,7 @@ func TestBuildGroupPodOverrides(t *testing.T) {
 			hcd: withTemplate(hicachev1alpha1.PodOverrides{Containers: []corev1.Container{logs}, InitContainers: []corev1.Container{fetch}}),
 			check: func(t *testing.T, sts *appsv1.StatefulSet) {
 				p := sts.Spec.Template.Spec
-				if len(p.Containers) != 2 || p.Containers[0].Name != "sglang" || !cmp.Equal(p.Containers[1], logs) || !cmp.Equal(p.InitContainers, []corev1.Container{fetch}) {
+				if len(p.Containers) != 3 || p.Containers[0].Name != "sglang" || p.Containers[1].Name != resolve.GuardContainer || !cmp.Equal(p.Containers[2], logs) || !cmp.Equal(p.InitContainers, []corev1.Container{fetch}) {
 					t.Errorf("containers %v, init containers %v", p.Containers, p.InitContainers)
 				}
 			},
@@ -243,9 +243,13 @@ func TestOwnedPartsAreRefusedByTheAPI(t *testing.T) {
 	for _, m := range c.VolumeMounts {
 		paths = append(paths, m.MountPath)
 	}
-	for _, port := range c.Ports {
-		ports = append(ports, port.ContainerPort)
+	// The serving container's ports and the proxy's in front of it.
+	for _, oc := range p.Containers[:2] {
+		for _, port := range oc.Ports {
+			ports = append(ports, port.ContainerPort)
+		}
 	}
+	slices.Sort(ports)
 	for _, ic := range append(slices.Clone(p.InitContainers), p.Containers...) {
 		names = append(names, ic.Name)
 	}
@@ -256,7 +260,7 @@ func TestOwnedPartsAreRefusedByTheAPI(t *testing.T) {
 	if diff := cmp.Diff(sorted(append(slices.Clone(resolve.ReservedMountPaths), hicachev1alpha1.ModelMountPath)), sorted(paths)); diff != "" {
 		t.Errorf("rendered mount paths vs resolve.ReservedMountPaths and the model's (-reserved +rendered):\n%s", diff)
 	}
-	if diff := cmp.Diff(resolve.ReservedPorts, ports); diff != "" {
+	if diff := cmp.Diff(slices.Sorted(slices.Values(resolve.ReservedPorts)), ports); diff != "" {
 		t.Errorf("rendered ports vs resolve.ReservedPorts (-reserved +rendered):\n%s", diff)
 	}
 	if diff := cmp.Diff(sorted(resolve.ReservedContainers), sorted(names)); diff != "" || c.Name != resolve.ServingContainer {

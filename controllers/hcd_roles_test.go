@@ -40,7 +40,7 @@ func buildAll(t *testing.T, h *hicachev1alpha1.HiCacheDeployment) map[groupKey]*
 	out := map[groupKey]*appsv1.StatefulSet{}
 	for _, sr := range mustServe(t, h) {
 		for g := range sr.res.Replicas {
-			sts, err := buildRoleGroup(h, sr, testBackend(), g, "sglang:test")
+			sts, err := buildRoleGroup(h, sr, testBackend(), g, testImages)
 			if err != nil {
 				t.Fatalf("buildRoleGroup %s %d: %v", sr.role, g, err)
 			}
@@ -115,9 +115,12 @@ func TestBuildRoleGroups(t *testing.T) {
 		if got := strings.Contains(line, "--enable-hierarchical-cache"); got != writes {
 			t.Errorf("%s: hierarchical cache %v, want %v: %s", k, got, writes, line)
 		}
-		bootstrap := slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "bootstrap" && p.ContainerPort == 8998 })
-		if bootstrap != writes {
-			t.Errorf("%s: bootstrap port exposed %v, want it on prefill ranks only", k, bootstrap)
+		// The proxy serves the bootstrap port on the pod IP; SGLang binds it on loopback.
+		guard := sts.Spec.Template.Spec.Containers[1]
+		bootstrap := slices.ContainsFunc(guard.Ports, func(p corev1.ContainerPort) bool { return p.Name == "bootstrap" && p.ContainerPort == 8998 })
+		forwarded := slices.Contains(guard.Args, "--port=8998")
+		if bootstrap != writes || forwarded != writes || guard.Name != resolve.GuardContainer {
+			t.Errorf("%s: bootstrap port exposed %v, forwarded %v by %s, want both on prefill ranks only", k, bootstrap, forwarded, guard.Name)
 		}
 		if got, ok := sts.Spec.Template.Annotations[router.BootstrapPortAnnotation]; ok != writes || (ok && got != "8998") {
 			t.Errorf("%s: router's bootstrap port annotation %q (set %v), want 8998 on prefill pods only", k, got, ok)
@@ -164,7 +167,7 @@ func TestDecodeWithL3CarriesTheNamespace(t *testing.T) {
 	h := makeHCD("q").Profile("Qwen3").TP(4).Storage("mooncake").Roles(4, 1, 4, 1).DecodeL3("HiCache").Obj()
 	served := mustServe(t, h)
 	for _, sr := range served {
-		sts, err := buildRoleGroup(h, sr, testBackend(), 0, "img")
+		sts, err := buildRoleGroup(h, sr, testBackend(), 0, podImages{SGLang: "img", Guard: testGuardImage})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,13 +36,18 @@ func mustResolve(t *testing.T, h *hicachev1alpha1.HiCacheDeployment) *resolve.Re
 }
 
 // testBackend is a ready CacheBackend's endpoints.
+// testGuardImage and testImages are the images the builder tests render rank pods with.
+const testGuardImage = "guard:test"
+
+var testImages = podImages{SGLang: "sglang:test", Guard: testGuardImage}
+
 func testBackend() *resolve.Backend {
 	return &resolve.Backend{Name: "mooncake", RPCAddress: "mooncake-master.default.svc:50051", MetadataServer: "P2PHANDSHAKE", MetricsPort: 9003}
 }
 
 func mustBuildGroup(t *testing.T, h *hicachev1alpha1.HiCacheDeployment, g int) *appsv1.StatefulSet {
 	t.Helper()
-	sts, err := buildGroup(h, mustResolve(t, h), testBackend(), g, "sglang:test")
+	sts, err := buildGroup(h, mustResolve(t, h), testBackend(), g, testImages)
 	if err != nil {
 		t.Fatalf("buildGroup: %v", err)
 	}

@@ -342,9 +342,12 @@ func backendOf(name string, ep *hicachev1alpha1.BackendEndpoints) *resolve.Backe
 func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) error {
 	res := obs.resolved
 	a := applier{r.Client}
-	image := hcd.Spec.SGLang.Image
-	if image == "" {
-		image = r.Options.DefaultSGLangImage
+	image := podImages{SGLang: hcd.Spec.SGLang.Image, Guard: r.Options.GuardImage}
+	if image.SGLang == "" {
+		image.SGLang = r.Options.DefaultSGLangImage
+	}
+	if image.Guard == "" {
+		image.Guard = DefaultGuardImage
 	}
 
 	// SGLang's keys: nothing runs without the admin key's Secret.

@@ -23,7 +23,7 @@ type rendered struct {
 
 // render builds every serving group of every role and the ConfigMap of a resolved deployment
 // (res its layout, served what it runs): nothing is written unless the whole deployment renders.
-func render(hcd *hicachev1alpha1.HiCacheDeployment, served []*servingRole, res *resolve.Resolved, be *resolve.Backend, image string) (*rendered, error) {
+func render(hcd *hicachev1alpha1.HiCacheDeployment, served []*servingRole, res *resolve.Resolved, be *resolve.Backend, image podImages) (*rendered, error) {
 	out := &rendered{groups: map[groupKey]*appsv1.StatefulSet{}}
 	for _, sr := range served {
 		for g := range sr.res.Replicas {
@@ -65,13 +65,14 @@ func (r *rendered) sortedKeys() []groupKey {
 
 // RenderServingGroups renders the StatefulSets the operator applies for a deployment whose ranks
 // use backend be (nil without an L3 store), in role then group order: what tools compare with
-// what they show of a deployment (kubectl hicache plan).
+// what they show of a deployment (kubectl hicache plan). image is the SGLang image; the proxy
+// in front of it runs DefaultGuardImage.
 func RenderServingGroups(hcd *hicachev1alpha1.HiCacheDeployment, be *resolve.Backend, image string) ([]*appsv1.StatefulSet, error) {
 	res, served, err := resolveServing(hcd)
 	if err != nil {
 		return nil, err
 	}
-	r, err := render(hcd, served, res, be, image)
+	r, err := render(hcd, served, res, be, podImages{SGLang: image, Guard: DefaultGuardImage})
 	if err != nil {
 		return nil, err
 	}
@@ -109,9 +110,9 @@ func RenderChildren(hcd *hicachev1alpha1.HiCacheDeployment, cb *hicachev1alpha1.
 	if err != nil {
 		return nil, err
 	}
-	image := hcd.Spec.SGLang.Image
-	if image == "" {
-		image = opts.DefaultSGLangImage
+	image := podImages{SGLang: hcd.Spec.SGLang.Image, Guard: opts.GuardImage}
+	if image.SGLang == "" {
+		image.SGLang = opts.DefaultSGLangImage
 	}
 	r, err := render(hcd, served, res, be, image)
 	if err != nil {

@@ -32,6 +32,9 @@ const (
 	// for backends whose HA masters ask for a managed etcd: the image `make images` builds
 	// (images/etcd/Dockerfile builds the same with Docker).
 	DefaultEtcdImage = images.Etcd
+	// DefaultGuardImage is the operator's own image, whose binary runs the proxy in front of
+	// SGLang's HTTP server (`manager guard`); the chart passes the image it installs.
+	DefaultGuardImage = images.Operator
 )
 
 // Defaults of the CacheBackend probes.
@@ -71,6 +74,9 @@ type Options struct {
 	DefaultRouterImage string
 	// DefaultEtcdImage is used when a managed etcd names no image.
 	DefaultEtcdImage string
+	// GuardImage runs the proxy in front of SGLang's HTTP server in every rank pod (`manager
+	// guard`): the operator's own image.
+	GuardImage string
 	// HTTPClient talks to Mooncake masters' admin APIs; nil means newAdminHTTPClient().
 	HTTPClient *http.Client
 	// Admin talks to stores' admin APIs; nil means the Mooncake admin client over HTTPClient.
@@ -160,6 +166,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.KeySecretCheckPeriod <= 0 {
 		o.KeySecretCheckPeriod = DefaultKeySecretCheckPeriod
+	}
+	if o.GuardImage == "" {
+		o.GuardImage = DefaultGuardImage
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = newAdminHTTPClient()

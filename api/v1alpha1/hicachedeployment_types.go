@@ -593,10 +593,10 @@ type PodOverrides struct {
 	ContainerSecurityContext *corev1.SecurityContext `json:"containerSecurityContext,omitempty"`
 
 	// containers are added beside the SGLang container of every rank pod (sidecars such as log
-	// shippers). sglang and model-download are the operator's container names, and its ports (30000 for HTTP, 20102
+	// shippers). sglang, guard and model-download are the operator's container names, and its ports (30000 for HTTP, 20102
 	// for the group's rendezvous) are taken in the pod.
 	// +kubebuilder:validation:MaxItems=8
-	// +kubebuilder:validation:XValidation:rule="self.all(c, !(c.name in ['sglang', 'model-download']))",message="spec.template.containers: sglang and model-download are the operator's containers (the server, the download of a hub model source): give the sidecar another name"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, !(c.name in ['sglang', 'guard', 'model-download']))",message="spec.template.containers: sglang, guard and model-download are the operator's containers (the server, the proxy in front of it, the download of a hub model source): give the sidecar another name"
 	// +kubebuilder:validation:XValidation:rule="self.all(c, !has(c.ports) || c.ports.all(p, p.containerPort != 30000 && p.containerPort != 20102))",message="spec.template.containers: ports 30000 (SGLang's HTTP API) and 20102 (the group's rendezvous) are taken by the serving container in every rank pod: listen on another port"
 	// +listType=map
 	// +listMapKey=name
@@ -607,7 +607,7 @@ type PodOverrides struct {
 	// download of a hub model source; one with restartPolicy Always is a native sidecar that
 	// runs beside it.
 	// +kubebuilder:validation:MaxItems=8
-	// +kubebuilder:validation:XValidation:rule="self.all(c, !(c.name in ['sglang', 'model-download']))",message="spec.template.initContainers: sglang and model-download are the operator's containers (the server, the download of a hub model source): give the init container another name"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, !(c.name in ['sglang', 'guard', 'model-download']))",message="spec.template.initContainers: sglang, guard and model-download are the operator's containers (the server, the proxy in front of it, the download of a hub model source): give the init container another name"
 	// +kubebuilder:validation:XValidation:rule="self.all(c, !has(c.ports) || c.ports.all(p, p.containerPort != 30000 && p.containerPort != 20102))",message="spec.template.initContainers: ports 30000 (SGLang's HTTP API) and 20102 (the group's rendezvous) are taken by the serving container in every rank pod: listen on another port"
 	// +listType=map
 	// +listMapKey=name

@@ -1,7 +1,7 @@
 // Command manager runs the hicache-operator: the HiCacheDeployment, CacheBackend and CacheFlush
 // controllers, with leader election, health probes and secure metrics.
 //
-// `manager guard --forward LISTEN=UPSTREAM ...` runs instead the reverse proxy that stands in
+// `manager guard --listen-host POD_IP --port PORT ...` runs instead the reverse proxy that stands in
 // front of SGLang's HTTP server and takes the keys out of its /server_info answers
 // (internal/guard), from the same image.
 package main
@@ -77,6 +77,7 @@ func main() {
 	flag.StringVar(&opts.DefaultMooncakeImage, "default-mooncake-image", controllers.DefaultMooncakeImage, "Mooncake image for managed backends that name none")
 	flag.StringVar(&opts.DefaultRouterImage, "default-router-image", controllers.DefaultRouterImage, "Router (smg) image for deployments whose router names none")
 	flag.StringVar(&opts.DefaultEtcdImage, "default-etcd-image", controllers.DefaultEtcdImage, "etcd image for the managed etcd of backends with HA masters that name none")
+	flag.StringVar(&opts.GuardImage, "guard-image", controllers.DefaultGuardImage, "Image of the proxy in front of SGLang's HTTP server in every rank pod (it runs `manager guard`): this operator's own image")
 	flag.StringVar(&opts.OperatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the operator's own pods, from which alone the NetworkPolicies admit it to the Mooncake masters' admin ports (default: $POD_NAMESPACE; empty admits pods labelled as the operator in any namespace)")
 	flag.StringVar(&flushRunner, "flush-runner", "job", "How namespace flushes run the Mooncake client: job (a Kubernetes Job in the backend's image) or local (this process's host, with --flush-python; for local clusters whose nodes run no containers)")
 	flag.StringVar(&flushPython, "flush-python", "python3", "With --flush-runner=local: a Python that has the Mooncake client installed")

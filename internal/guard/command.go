@@ -9,7 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
+	"slices"
+	"strconv"
 	"sync"
 )
 
@@ -23,19 +24,32 @@ type Forward struct {
 	Upstream *url.URL
 }
 
-// ParseForward reads a --forward value, LISTEN=UPSTREAM, both host:port: "10.0.0.7:30000=127.0.0.1:30000".
-func ParseForward(s string) (Forward, error) {
-	listen, upstream, ok := strings.Cut(s, "=")
-	if !ok {
-		return Forward{}, fmt.Errorf("--forward %q: write it LISTEN=UPSTREAM, each host:port, e.g. 10.0.0.7:30000=127.0.0.1:30000", s)
+// Forwards are the ports the proxy serves: each port of ports on listenHost (the pod IP),
+// forwarded to the same port on upstreamHost (loopback, where SGLang listens). The same port
+// number on both sides keeps what SGLang reports of its own ports (its HTTP port, its PD
+// bootstrap port) true for those who reach it through the proxy.
+func Forwards(listenHost, upstreamHost string, ports []int) ([]Forward, error) {
+	if listenHost == "" || upstreamHost == "" {
+		return nil, errors.New("--listen-host and --upstream-host are both needed: the pod IP to serve on, and the address SGLang listens on")
 	}
-	for _, hp := range []string{listen, upstream} {
-		host, port, err := net.SplitHostPort(hp)
-		if err != nil || port == "" || (hp == upstream && host == "") {
-			return Forward{}, fmt.Errorf("--forward %q: %q is not a host:port", s, hp)
+	if len(ports) == 0 {
+		return nil, errors.New("at least one --port is needed: SGLang's HTTP port")
+	}
+	var out []Forward
+	for _, p := range ports {
+		if p < 1 || p > 65535 {
+			return nil, fmt.Errorf("--port %d: a port is between 1 and 65535", p)
 		}
+		if slices.ContainsFunc(out, func(f Forward) bool { return f.Upstream.Port() == strconv.Itoa(p) }) {
+			return nil, fmt.Errorf("--port %d is given twice", p)
+		}
+		port := strconv.Itoa(p)
+		out = append(out, Forward{
+			Listen:   net.JoinHostPort(listenHost, port),
+			Upstream: &url.URL{Scheme: "http", Host: net.JoinHostPort(upstreamHost, port)},
+		})
 	}
-	return Forward{Listen: listen, Upstream: &url.URL{Scheme: "http", Host: upstream}}, nil
+	return out, nil
 }
 
 // Command is `manager guard`: flags, then the servers, until ctx ends (then it stops accepting,
@@ -43,25 +57,32 @@ func ParseForward(s string) (Forward, error) {
 func Command(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("guard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var forwards []Forward
-	fs.Func("forward", "LISTEN=UPSTREAM (host:port each): serve LISTEN, forwarding to the SGLang server at UPSTREAM; repeat for more ports", func(s string) error {
-		f, err := ParseForward(s)
-		if err == nil {
-			forwards = append(forwards, f)
+	listenHost := fs.String("listen-host", "", "Address to serve on: the pod IP (SGLang itself listens on --upstream-host)")
+	upstreamHost := fs.String("upstream-host", "127.0.0.1", "Address SGLang listens on (its --host)")
+	var ports []int
+	fs.Func("port", "A port to serve on --listen-host, forwarded to the same port on --upstream-host; repeat for more (SGLang's HTTP port, a prefill server's bootstrap port)", func(s string) error {
+		p, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a port number", s)
 		}
-		return err
+		ports = append(ports, p)
+		return nil
 	})
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: manager guard --forward LISTEN=UPSTREAM [--forward ...]")
+		fmt.Fprintln(stderr, "usage: manager guard --listen-host POD_IP [--upstream-host 127.0.0.1] --port PORT [--port ...]")
 		fmt.Fprintln(stderr, "A reverse proxy for SGLang's HTTP server that takes the keys out of its /server_info answers.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if len(forwards) == 0 || fs.NArg() > 0 {
+	if fs.NArg() > 0 {
 		fs.Usage()
-		return errors.New("manager guard needs at least one --forward and takes no other arguments")
+		return fmt.Errorf("manager guard takes no arguments but its flags (got %q)", fs.Args())
+	}
+	forwards, err := Forwards(*listenHost, *upstreamHost, ports)
+	if err != nil {
+		return err
 	}
 	var known []string
 	for _, name := range KeyEnv {
@@ -91,7 +112,6 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 			}
 		}()
 	}
-	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errs:

@@ -11,21 +11,24 @@ import (
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 )
 
-func TestParseForward(t *testing.T) {
+func TestForwards(t *testing.T) {
 	cases := map[string]struct {
-		in, listen, upstream, err string
+		listen, upstream string
+		ports            []int
+		want             []string
+		err              string
 	}{
-		"the pod IP to loopback": {in: "10.0.0.7:30000=127.0.0.1:30000", listen: "10.0.0.7:30000", upstream: "http://127.0.0.1:30000"},
-		"IPv6":                   {in: "[fd00::7]:30000=127.0.0.1:30000", listen: "[fd00::7]:30000", upstream: "http://127.0.0.1:30000"},
-		"every address":          {in: ":8998=127.0.0.1:8998", listen: ":8998", upstream: "http://127.0.0.1:8998"},
-		"no upstream":            {in: "10.0.0.7:30000", err: "write it LISTEN=UPSTREAM"},
-		"no port":                {in: "10.0.0.7=127.0.0.1:30000", err: `"10.0.0.7" is not a host:port`},
-		"no upstream host":       {in: "10.0.0.7:30000=:30000", err: `":30000" is not a host:port`},
-		"a URL is no host:port":  {in: "10.0.0.7:30000=http://127.0.0.1:30000", err: "is not a host:port"},
+		"the HTTP port":            {listen: "10.0.0.7", upstream: "127.0.0.1", ports: []int{30000}, want: []string{"10.0.0.7:30000 -> http://127.0.0.1:30000"}},
+		"and a bootstrap port":     {listen: "10.0.0.7", upstream: "127.0.0.1", ports: []int{30000, 8998}, want: []string{"10.0.0.7:30000 -> http://127.0.0.1:30000", "10.0.0.7:8998 -> http://127.0.0.1:8998"}},
+		"an IPv6 pod IP":           {listen: "fd00::7", upstream: "127.0.0.1", ports: []int{30000}, want: []string{"[fd00::7]:30000 -> http://127.0.0.1:30000"}},
+		"no pod IP (unset POD_IP)": {upstream: "127.0.0.1", ports: []int{30000}, err: "--listen-host and --upstream-host are both needed"},
+		"no port":                  {listen: "10.0.0.7", upstream: "127.0.0.1", err: "at least one --port"},
+		"a port out of range":      {listen: "10.0.0.7", upstream: "127.0.0.1", ports: []int{70000}, err: "between 1 and 65535"},
+		"a port twice":             {listen: "10.0.0.7", upstream: "127.0.0.1", ports: []int{30000, 30000}, err: "given twice"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			f, err := guard.ParseForward(tc.in)
+			fs, err := guard.Forwards(tc.listen, tc.upstream, tc.ports)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want one saying %q", err, tc.err)
@@ -35,8 +38,12 @@ func TestParseForward(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if f.Listen != tc.listen || f.Upstream.String() != tc.upstream {
-				t.Errorf("got %s -> %s, want %s -> %s", f.Listen, f.Upstream, tc.listen, tc.upstream)
+			var got []string
+			for _, f := range fs {
+				got = append(got, f.Listen+" -> "+f.Upstream.String())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -51,7 +58,7 @@ func TestKeyEnvIsTheRankContainers(t *testing.T) {
 
 func TestCommandNeedsAForward(t *testing.T) {
 	var out bytes.Buffer
-	for _, args := range [][]string{nil, {"extra"}, {"--forward", "x"}} {
+	for _, args := range [][]string{nil, {"--listen-host", "127.0.0.2"}, {"--listen-host", "127.0.0.2", "--port", "x"}, {"--listen-host", "127.0.0.2", "--port", "1", "extra"}} {
 		if err := guard.Command(context.Background(), args, func(string) string { return "" }, &out); err == nil {
 			t.Errorf("guard %v: no error", args)
 		}

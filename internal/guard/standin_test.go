@@ -170,7 +170,7 @@ func TestManagerGuardCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "guard", "--forward", "127.0.0.2:"+port+"=127.0.0.1:"+port)
+	cmd := exec.Command(bin, "guard", "--listen-host", "127.0.0.2", "--port", port)
 	cmd.Env = append(os.Environ(), "HICACHE_ADMIN_API_KEY="+adminKey, "HICACHE_API_KEY="+apiKey)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {

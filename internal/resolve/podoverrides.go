@@ -16,9 +16,12 @@ import (
 var (
 	// ServingContainer is the name of the SGLang container.
 	ServingContainer = "sglang"
-	// ReservedContainers are the names of the operator's containers: the serving container and
-	// the init container that downloads a hub model source.
-	ReservedContainers = []string{ServingContainer, "model-download"}
+	// GuardContainer is the name of the proxy in front of SGLang's HTTP server (internal/guard):
+	// it owns the pod IP at SGLang's ports and takes the keys out of /server_info.
+	GuardContainer = "guard"
+	// ReservedContainers are the names of the operator's containers: the serving container, the
+	// proxy in front of it and the init container that downloads a hub model source.
+	ReservedContainers = []string{ServingContainer, GuardContainer, "model-download"}
 	// ReservedVolumes are the operator's volumes: shared memory, the rendered cache
 	// configuration, the model source, RDMA devices.
 	ReservedVolumes = []string{"dshm", "hicache", "model", "infiniband"}

@@ -42,12 +42,15 @@ func ServerConfig(hcd *hicachev1alpha1.HiCacheDeployment, r *Resolved, be *Backe
 		TP:                int(t.TensorParallel),
 		PP:                int(t.PipelineParallel),
 		EnableDPAttention: t.DPAttention,
-		Port:              SGLangPort,
-		PageSize:          int(spec.HiCache.PageSize),
-		KVCacheDType:      string(spec.HiCache.KVCacheDType),
-		MambaSSMDType:     spec.HiCache.MambaSSMDType,
-		Quantization:      string(spec.Model.Quantization),
-		ExtraArgs:         spec.Template.ExtraArgs,
+		// SGLang listens on loopback only; the proxy in front of it serves the pod IP at the same
+		// port (GuardContainer).
+		Host:          sglang.LoopbackHost,
+		Port:          SGLangPort,
+		PageSize:      int(spec.HiCache.PageSize),
+		KVCacheDType:  string(spec.HiCache.KVCacheDType),
+		MambaSSMDType: spec.HiCache.MambaSSMDType,
+		Quantization:  string(spec.Model.Quantization),
+		ExtraArgs:     spec.Template.ExtraArgs,
 		// The keys are references the kubelet expands from secretKeyRef variables.
 		AdminAPIKey: "$(" + AdminAPIKeyEnv + ")",
 	}

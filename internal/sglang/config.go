@@ -12,6 +12,10 @@ const (
 	// DefaultHost listens on every interface: the release's own default,
 	// 127.0.0.1, cannot be reached by probes or other pods.
 	DefaultHost = "0.0.0.0"
+	// LoopbackHost is where the operator's rank pods run SGLang's HTTP server: behind the
+	// operator's proxy (internal/guard), which owns the pod IP at the same port and takes the
+	// keys out of /server_info; nothing outside the pod reaches SGLang itself.
+	LoopbackHost = "127.0.0.1"
 	// DefaultPort is the release's HTTP port.
 	DefaultPort = 30000
 

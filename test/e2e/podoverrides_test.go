@@ -159,7 +159,8 @@ func TestProductionPodOverridesReachEveryRank(t *testing.T) {
 			s.Containers[0].SecurityContext == nil || s.Containers[0].SecurityContext.AllowPrivilegeEscalation == nil {
 			t.Errorf("pod %s security contexts %+v / %+v", p.Name, s.SecurityContext, s.Containers[0].SecurityContext)
 		}
-		if len(s.Containers) != 2 || s.Containers[0].Name != "sglang" || s.Containers[1].Name != "logs" ||
+		// The serving container, the proxy in front of it, then the user's sidecars.
+		if len(s.Containers) != 3 || s.Containers[0].Name != "sglang" || s.Containers[1].Name != "guard" || s.Containers[2].Name != "logs" ||
 			len(s.InitContainers) != 1 || s.InitContainers[0].Name != "check-weights" {
 			t.Errorf("pod %s containers %d (%s…), init containers %d", p.Name, len(s.Containers), s.Containers[0].Name, len(s.InitContainers))
 		}

@@ -68,8 +68,10 @@ func TestEveryNamedImageHasABuild(t *testing.T) {
 			name(controllers.DefaultRouterImage, "--"+flag+" (controllers.DefaultRouterImage)")
 		case "controllers.DefaultEtcdImage":
 			name(controllers.DefaultEtcdImage, "--"+flag+" (controllers.DefaultEtcdImage)")
+		case "controllers.DefaultGuardImage":
+			name(controllers.DefaultGuardImage, "--"+flag+" (controllers.DefaultGuardImage)")
 		default:
-			t.Errorf("cmd/manager's --%s defaults to %s; this test knows controllers.DefaultSGLangImage, controllers.DefaultMooncakeImage, controllers.DefaultRouterImage and controllers.DefaultEtcdImage", flag, def)
+			t.Errorf("cmd/manager's --%s defaults to %s; this test knows controllers.DefaultSGLangImage, controllers.DefaultMooncakeImage, controllers.DefaultRouterImage, controllers.DefaultEtcdImage and controllers.DefaultGuardImage", flag, def)
 		}
 	}
 	if len(managerImageFlagDefaults(t)) < 2 {

@@ -162,6 +162,8 @@ func TestDefaults(t *testing.T) {
 		"backend-poll-interval":     "15s",
 		"deployment-workers":        strconv.Itoa(controllers.DefaultDeploymentWorkers),
 		"zap-log-level":             "info",
+		// The rank pods' proxy runs the operator's own image.
+		"guard-image": c.Image,
 	}
 	if diff := cmp.Diff(wantArgs, args(t, c)); diff != "" {
 		t.Errorf("manager flags (-want +got):\n%s", diff)
@@ -414,6 +416,9 @@ func TestValues(t *testing.T) {
 				c := manager(deployment(t, m, fullname))
 				if c.Image != "registry.example/op:v9.9.9" || c.ImagePullPolicy != corev1.PullAlways {
 					t.Errorf("image %q pull %q, want registry.example/op:v9.9.9 pulled Always", c.Image, c.ImagePullPolicy)
+				}
+				if got := args(t, c)["guard-image"]; got != c.Image {
+					t.Errorf("--guard-image=%q, want the operator's own image %s", got, c.Image)
 				}
 			},
 		},

@@ -3,6 +3,7 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -25,8 +26,8 @@ import (
 // operator rendered it runs on the real node with the SGLang stand-in as its image
 // (cmd/sglang-standin: the release's argument check, then its key rules in front of its
 // endpoints): the kubelet expands the key from the generated Secret into --admin-api-key, as it
-// would for SGLang. Only what a GPU node provides is taken out: the GPU and memory requests, the
-// placement on GPU nodes.
+// would for SGLang, and the proxy in front of it (the operator's image) owns the pod's port. Only
+// what a GPU node provides is taken out: the GPU and memory requests, the placement on GPU nodes.
 func TestAdminEndpointsRequireTheKey(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "adminkey", baseline)
@@ -102,6 +103,24 @@ func TestAdminEndpointsRequireTheKey(t *testing.T) {
 	for k, w := range want {
 		if got[k] != w {
 			t.Errorf("%s: HTTP %d, want %d", k, got[k], w)
+		}
+	}
+	// Those calls reached the stand-in through the proxy the operator renders beside it (SGLang
+	// listens on loopback), which answers /server_info without the key the kubelet expanded into
+	// the command line, though the stand-in reports it, as SGLang 0.5.23 does.
+	for _, path := range []string{"/server_info", "/get_server_info"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := inNetns.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || strings.Contains(string(b), key) || !strings.Contains(string(b), `"admin_api_key":"<redacted>"`) {
+			t.Errorf("GET %s: HTTP %d (%v), the admin key in it: %v", path, resp.StatusCode, err, strings.Contains(string(b), key))
 		}
 	}
 	// The key never reaches the pod's log or spec.

@@ -119,7 +119,11 @@ func rankPod(t *testing.T, h *hicachev1alpha1.HiCacheDeployment, roles *resolve.
 		"app.kubernetes.io/name": "sglang", hicachev1alpha1.LabelDeployment: h.Name, roleLabel: string(role),
 		hicachev1alpha1.LabelGroup: fmt.Sprint(g), podIndex: fmt.Sprint(index),
 	}
-	return standInPod(h, fmt.Sprintf("%s-%d", group, index), labels, controllers.RolePodAnnotations(roles, role), args, ready)
+	var bootstrap int32
+	if role == hicachev1alpha1.RolePrefill {
+		bootstrap = roles.Transfer.BootstrapPort
+	}
+	return standInPod(h, fmt.Sprintf("%s-%d", group, index), labels, controllers.RolePodAnnotations(roles, role), args, bootstrap, ready)
 }
 
 // groupLeader is the leader of serving group g of a deployment without roles, as the operator
@@ -141,7 +145,7 @@ func groupLeader(t *testing.T, h *hicachev1alpha1.HiCacheDeployment, res *resolv
 		"app.kubernetes.io/name": "sglang", hicachev1alpha1.LabelDeployment: h.Name,
 		hicachev1alpha1.LabelGroup: fmt.Sprint(g), podIndex: "0",
 	}
-	return standInPod(h, fmt.Sprintf("%s-%d-0", h.Name, g), labels, nil, args, ready)
+	return standInPod(h, fmt.Sprintf("%s-%d-0", h.Name, g), labels, nil, args, 0, ready)
 }
 
 // testBackend is a CacheBackend's endpoints as a rank's command line names them; nothing here
@@ -150,9 +154,13 @@ func testBackend(ns string) *resolve.Backend {
 	return &resolve.Backend{Name: "mooncake", RPCAddress: "mooncake-master." + ns + ".svc:50051", MetadataServer: "P2PHANDSHAKE", MetricsPort: 9003}
 }
 
-// standInPod runs the SGLang stand-in with a rendered command line on the real node. ready false
-// points its readiness probe at a path the stand-in does not serve, so it never becomes Ready.
-func standInPod(h *hicachev1alpha1.HiCacheDeployment, name string, labels, annotations map[string]string, args []string, ready bool) *corev1.Pod {
+// standInPod runs the SGLang stand-in with a rendered command line on the real node, which
+// binds it to loopback, behind the proxy the operator renders beside it (controllers.GuardContainer,
+// from the operator's image): the router, the probes and these tests reach the stand-in only
+// through the proxy, as they reach SGLang. bootstrap is a prefill's bootstrap port the proxy
+// also serves (0 for none). ready false points its readiness probe at a path the stand-in does
+// not serve, so it never becomes Ready.
+func standInPod(h *hicachev1alpha1.HiCacheDeployment, name string, labels, annotations map[string]string, args []string, bootstrap int32, ready bool) *corev1.Pod {
 	probe := controllers.HealthPath
 	if !ready {
 		probe = "/never-ready"
@@ -160,6 +168,11 @@ func standInPod(h *hicachev1alpha1.HiCacheDeployment, name string, labels, annot
 	fieldEnv := func(name, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
 	}
+	adminKey := corev1.EnvVar{Name: resolve.AdminAPIKeyEnv, Value: "a-test-admin-key"}
+	guard := controllers.GuardContainer(h, bootstrap, images.Operator)
+	guard.ImagePullPolicy = corev1.PullNever
+	// The key as a value rather than from the deployment's Secret, which these tests do not make.
+	guard.Env = []corev1.EnvVar{fieldEnv("POD_IP", "status.podIP"), adminKey}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.Namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
@@ -174,19 +187,17 @@ func standInPod(h *hicachev1alpha1.HiCacheDeployment, name string, labels, annot
 				Name: resolve.ServingContainer, Image: images.SGLangStandin, ImagePullPolicy: corev1.PullNever,
 				Command: sglang.Command(), Args: args,
 				Env: []corev1.EnvVar{
-					fieldEnv("POD_IP", "status.podIP"), fieldEnv("NODE_RANK", "metadata.labels['"+podIndex+"']"),
-					{Name: resolve.AdminAPIKeyEnv, Value: "a-test-admin-key"},
+					fieldEnv("POD_IP", "status.podIP"), fieldEnv("NODE_RANK", "metadata.labels['"+podIndex+"']"), adminKey,
 				},
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: controllers.SGLangPort}},
 				ReadinessProbe: &corev1.Probe{
-					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: probe, Port: intstr.FromString("http")}},
+					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: probe, Port: intstr.FromInt32(controllers.SGLangPort)}},
 					PeriodSeconds: 1, FailureThreshold: 1,
 				},
 				SecurityContext: &corev1.SecurityContext{
 					AllowPrivilegeEscalation: ptr.To(false),
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 				},
-			}},
+			}, guard},
 		},
 	}
 }
@@ -495,6 +506,21 @@ func TestRouterDiscoversTheReadyLeaders(t *testing.T) {
 		})
 	}
 	expect("the leaders of the Ready groups", 0, 1)
+
+	// What the router reads of a server, and serves its clients, holds no key: SGLang's
+	// /server_info reports it, the proxy in front of it takes it out.
+	leader := fmt.Sprintf("http://%s:%d", podIP(ctx, ns, h.Name+"-0-0"), controllers.SGLangPort)
+	code, body, err := get(leader + "/server_info")
+	if err != nil || code != http.StatusOK || strings.Contains(body, "a-test-admin-key") || !strings.Contains(body, `"admin_api_key":"<redacted>"`) {
+		t.Errorf("a leader's /server_info through its proxy: %d %v, the admin key in it: %v", code, err, strings.Contains(body, "a-test-admin-key"))
+	}
+	if p, _ := rt.pod(); p != nil {
+		code, body, err := get(fmt.Sprintf("http://%s:%d/get_server_info", p.Status.PodIP, router.DefaultPort))
+		logf("the router's /get_server_info: %d %v", code, err)
+		if strings.Contains(body, "a-test-admin-key") {
+			t.Error("the router's /get_server_info holds the admin key")
+		}
+	}
 	gone := time.Now()
 	if err := cs.CoreV1().Pods(ns).Delete(ctx, h.Name+"-1-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
