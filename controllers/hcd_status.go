@@ -123,6 +123,11 @@ func computeStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) *hicac
 				"The layout changed under a fixed namespace: "+msg)
 			set(hicachev1alpha1.ConditionProgressing, true, hicachev1alpha1.ReasonWaitingForFlush,
 				"Stopping writers and flushing before the new layout starts: "+msg)
+		case pendingFixedChange(hcd, obs):
+			// The drain waits for the backend (it is not Ready): the old layout stays recorded.
+			set(hicachev1alpha1.ConditionCacheLayoutCurrent, false, hicachev1alpha1.ReasonWaitingForFlush, fmt.Sprintf(
+				"The layout changed (%s → %s) under the fixed namespace %s: its writers stop and it is flushed once CacheBackend %s is ready, then the new layout starts",
+				obs.cache.ShortHash, res.ShortHash, res.Namespace, hcd.Spec.Storage.BackendRef.Name))
 		case len(stale) > 0:
 			set(hicachev1alpha1.ConditionCacheLayoutCurrent, false, hicachev1alpha1.ReasonLayoutChanging,
 				fmt.Sprintf("Serving groups %s still write under an older layout; they are replaced one at a time", joinKeys(stale)))
@@ -160,6 +165,15 @@ func formedGroups(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) []hicac
 		out = out[:hicachev1alpha1.MaxFormedGroups]
 	}
 	return out
+}
+
+// pendingFixedChange tells whether the cache status this reconcile records still names an older
+// layout of the Fixed namespace: the new layout has not started (its drain did not run, because
+// the backend is not Ready).
+func pendingFixedChange(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) bool {
+	cs, res := obs.cache, obs.resolved
+	return hcd.Spec.Storage != nil && hcd.Spec.Storage.NamespaceStrategy == hicachev1alpha1.NamespaceFixed && res != nil &&
+		cs != nil && cs.LayoutHash != "" && cs.LayoutHash != res.Fingerprint && cs.Namespace == res.Namespace
 }
 
 // drainWait is what the drain of a Fixed namespace waits for.

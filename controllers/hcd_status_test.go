@@ -193,6 +193,41 @@ func TestComputeStatus(t *testing.T) {
 			wantMessages: map[string][]string{"CacheLayoutCurrent": {"stopping 2 rank pods that write namespace hc-0000000000"}},
 			wantReady:    "0/2",
 		},
+		"a fixed layout change while the backend is not ready: not current": {
+			hcd: makeHCD("q").TP(4).KVDType("fp8_e4m3").Storage("mooncake").Fixed("team").Cache(&hicachev1alpha1.CacheStatus{
+				LayoutHash: r.Fingerprint, ShortHash: r.ShortHash, Namespace: "team"}).Obj(),
+			obs: func(t *testing.T, h *hicachev1alpha1.HiCacheDeployment) *observed {
+				obs := observation(t, h, "h")
+				obs.backend, obs.desired = nil, map[groupKey]string{}
+				obs.backendErr = &conditionError{hicachev1alpha1.ReasonBackendNotReady, `CacheBackend "mooncake" is not ready`}
+				return obs
+			},
+			want: map[string]cond{
+				"BackendReady":       {F, hicachev1alpha1.ReasonBackendNotReady},
+				"Ready":              {F, hicachev1alpha1.ReasonBackendNotReady},
+				"Progressing":        {F, hicachev1alpha1.ReasonBackendNotReady},
+				"CacheLayoutCurrent": {F, hicachev1alpha1.ReasonWaitingForFlush},
+			},
+			wantMessages: map[string][]string{"CacheLayoutCurrent": {r.ShortHash + " → ", "fixed namespace team", `once CacheBackend mooncake is ready`}},
+			wantReady:    "0/1",
+		},
+		"a flushed fixed namespace waits for the leader of the flush's view": {
+			hcd: withStorage.Obj(),
+			obs: func(t *testing.T, h *hicachev1alpha1.HiCacheDeployment) *observed {
+				obs := observation(t, h, "h")
+				obs.drain = &drainState{wait: drainLeader, namespace: "team", flush: "default/f-1",
+					failure: "CacheFlush f-1 emptied it under the masters' view 2, and the new layout starts once the leader of that view answers that it still serves: the master at http://m:9003 does not answer"}
+				return obs
+			},
+			want: map[string]cond{
+				"BackendReady":       {T, hicachev1alpha1.ReasonBackendReady},
+				"Ready":              {F, hicachev1alpha1.ReasonGroupsNotReady},
+				"Progressing":        {T, hicachev1alpha1.ReasonWaitingForFlush},
+				"CacheLayoutCurrent": {F, hicachev1alpha1.ReasonWaitingForFlush},
+			},
+			wantMessages: map[string][]string{"CacheLayoutCurrent": {"namespace team is flushed", "view 2", "http://m:9003 does not answer"}},
+			wantReady:    "0/2",
+		},
 		"apply error": {
 			hcd: withStorage.Obj(),
 			obs: func(t *testing.T, h *hicachev1alpha1.HiCacheDeployment) *observed {
