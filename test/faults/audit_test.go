@@ -156,6 +156,18 @@ func deletions(events []auditEvent) map[string]int {
 	return m
 }
 
+// uncertainDeletions counts, by object, the deletes of events the API server answered with a
+// 5xx code: they may or may not have taken effect.
+func uncertainDeletions(events []auditEvent) map[string]int {
+	m := map[string]int{}
+	for _, e := range events {
+		if e.Verb == "delete" && e.code() >= 500 {
+			m[e.object()]++
+		}
+	}
+	return m
+}
+
 // writesOf counts the write requests of events, and lists them by verb and object.
 func writesOf(events []auditEvent) (int, string) {
 	n, byObject := 0, map[string]int{}
