@@ -180,9 +180,8 @@ type keyFacts struct {
 	generated bool
 	// last is the last check of this deployment (its UID) in this process, nil if none.
 	last *keyCheck
-	// hasRun: the deployment has run before (it has serving groups, or a status), so its
-	// generated Secret may exist.
-	hasRun bool
+	// hasGroups: the deployment has serving groups, so it has run before.
+	hasGroups bool
 	// waiting says which rank containers wait on a Secret the spec names (podsWaitingOnSecrets).
 	waiting []string
 	now     time.Time
@@ -195,7 +194,7 @@ func planKeyCheck(f keyFacts) (keyAction, string) {
 	switch {
 	case len(f.waiting) > 0:
 		return keysRead, f.waiting[0]
-	case f.last == nil && f.generated && !f.hasRun:
+	case f.last == nil && f.generated && !f.hasGroups:
 		return keysCreate, "a deployment that has not run yet: its admin key's Secret is generated"
 	case f.last == nil:
 		return keysRead, "not checked since the operator started"
@@ -300,7 +299,7 @@ func (r *HiCacheDeploymentReconciler) ensureKeys(ctx context.Context, hcd *hicac
 		base = DefaultKeySecretCheckPeriod
 	}
 	period := keyCheckPeriod(base, hcd.UID)
-	f := keyFacts{refs: keyRefs(hcd), generated: generated, last: r.keys.last(hcd), hasRun: len(obs.groups) > 0 || hcd.Status.ObservedGeneration > 0,
+	f := keyFacts{refs: keyRefs(hcd), generated: generated, last: r.keys.last(hcd), hasGroups: len(obs.groups) > 0,
 		waiting: podsWaitingOnSecrets(pods, names), now: obs.now.Time, period: period}
 	action, why := planKeyCheck(f)
 	if action == keysKnown {

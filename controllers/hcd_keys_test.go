@@ -174,18 +174,18 @@ func TestPlanKeyCheck(t *testing.T) {
 		f    keyFacts
 		want keyAction
 	}{
-		"a new deployment: create the generated Secret, no read":           {f: keyFacts{generated: true}, want: keysCreate},
-		"a new deployment naming its Secrets: read them":                   {f: keyFacts{}, want: keysRead},
-		"has run (groups, or a status), not checked by this process: read": {f: keyFacts{generated: true, hasRun: true}, want: keysRead},
-		"checked in order a minute ago: known":                             {f: keyFacts{last: checked(time.Minute, true)}, want: keysKnown},
-		"checked in order, groups running: known":                          {f: keyFacts{generated: true, hasRun: true, last: checked(time.Minute, true)}, want: keysKnown},
-		"checked just under the period ago: known":                         {f: keyFacts{last: checked(period-time.Second, true)}, want: keysKnown},
-		"checked a period ago: read":                                       {f: keyFacts{last: checked(period, true)}, want: keysRead},
-		"the last check found a problem: read":                             {f: keyFacts{last: checked(time.Second, false)}, want: keysRead},
-		"a problem, no groups, generated: read, not create":                {f: keyFacts{generated: true, last: checked(time.Second, false)}, want: keysRead},
+		"a new deployment: create the generated Secret, no read": {f: keyFacts{generated: true}, want: keysCreate},
+		"a new deployment naming its Secrets: read them":         {f: keyFacts{}, want: keysRead},
+		"running, not checked by this process: read":             {f: keyFacts{generated: true, hasGroups: true}, want: keysRead},
+		"checked in order a minute ago: known":                   {f: keyFacts{last: checked(time.Minute, true)}, want: keysKnown},
+		"checked in order, groups running: known":                {f: keyFacts{generated: true, hasGroups: true, last: checked(time.Minute, true)}, want: keysKnown},
+		"checked just under the period ago: known":               {f: keyFacts{last: checked(period-time.Second, true)}, want: keysKnown},
+		"checked a period ago: read":                             {f: keyFacts{last: checked(period, true)}, want: keysRead},
+		"the last check found a problem: read":                   {f: keyFacts{last: checked(time.Second, false)}, want: keysRead},
+		"a problem, no groups, generated: read, not create":      {f: keyFacts{generated: true, last: checked(time.Second, false)}, want: keysRead},
 		"the spec names other Secrets: read": {f: keyFacts{last: &keyCheck{refs: "ops/admin", ok: true, at: now}},
 			want: keysRead},
-		"a rank waits on a Secret: read, though checked": {f: keyFacts{hasRun: true, last: checked(time.Second, true), waiting: waiting},
+		"a rank waits on a Secret: read, though checked": {f: keyFacts{hasGroups: true, last: checked(time.Second, true), waiting: waiting},
 			want: keysRead},
 		"a rank waits, not checked: read": {f: keyFacts{generated: true, waiting: waiting}, want: keysRead},
 	}
