@@ -46,8 +46,6 @@ type HiCacheDeploymentReconciler struct {
 
 	// writes remembers this reconciler's status writes until its cache holds them.
 	writes *statusWrites
-	// keys remembers the last check of each deployment's key Secrets.
-	keys keyChecks
 	// probeBackend has a CacheBackend probed at once, without waiting for its next poll (nil:
 	// none is).
 	probeBackend func(client.ObjectKey)
@@ -111,8 +109,6 @@ type observed struct {
 	takeover *takeoverState
 	// recreateWait is how long until a failing group may be recreated again.
 	recreateWait time.Duration
-	// keyRecheck is how long until the key Secrets are read again (0: no date).
-	keyRecheck time.Duration
 	// formed are the groups that formed this reconcile, with the record of their members.
 	formed map[groupKey]hicachev1alpha1.FormedGroup
 }
@@ -139,7 +135,7 @@ const waitPoll = 10 * time.Second
 // Reconcile brings one HiCacheDeployment to its desired state.
 func (r *HiCacheDeploymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var hcd hicachev1alpha1.HiCacheDeployment
-	if ok, err := load(ctx, r.Client, r.writes, req, &hcd, func() { r.keys.forget(req.NamespacedName) }); !ok {
+	if ok, err := load(ctx, r.Client, r.writes, req, &hcd, nil); !ok {
 		return ctrl.Result{}, err
 	}
 	now := r.Clock.Now()
@@ -209,7 +205,7 @@ func (r *HiCacheDeploymentReconciler) applyGroups(ctx context.Context, s *hcdSco
 	if err := r.reconcileChildren(ctx, s.obj, s.obs); err != nil {
 		return proceed, err
 	}
-	return proceedWithin(minPositive(s.obs.recreateWait, s.obs.keyRecheck)), nil
+	return proceedWithin(s.obs.recreateWait), nil
 }
 
 // flushStale asks for the flush of the namespaces older layouts left behind, once nothing uses
@@ -351,7 +347,7 @@ func (r *HiCacheDeploymentReconciler) reconcileChildren(ctx context.Context, hcd
 	}
 
 	// SGLang's keys: nothing runs without the admin key's Secret.
-	if err := r.ensureKeys(ctx, hcd, obs); err != nil {
+	if err := r.ensureKeys(ctx, hcd); err != nil {
 		return err
 	}
 	rd, err := render(hcd, obs.served, res, obs.backend, image)

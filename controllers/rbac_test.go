@@ -57,10 +57,10 @@ var rbacUses = map[grant]string{
 	{"", "pods", "delete"}: "HiCacheDeploymentReconciler.deletePods, CacheBackendReconciler.reconcileStores",
 	{"", "pods", "patch"}:  "HiCacheDeploymentReconciler.applyRankRoles (apply), CacheBackendReconciler.labelLeader (merge patch)",
 
-	// Secrets are read past the cache (the operator does not cache Secrets), when planKeyCheck
-	// says so, and created when the user gives none.
-	{"", "secrets", "get"}:    "HiCacheDeploymentReconciler.checkKeys: APIReader.Get",
-	{"", "secrets", "create"}: "HiCacheDeploymentReconciler.generateAdminKey: Create of the generated admin key",
+	// Secrets are read past the cache (the operator does not cache Secrets) and created when
+	// the user gives none.
+	{"", "secrets", "get"}:    "HiCacheDeploymentReconciler.ensureKeys: APIReader.Get",
+	{"", "secrets", "create"}: "HiCacheDeploymentReconciler.ensureKeys: Create of the generated admin key",
 	{"", "secrets", "patch"}:  "HiCacheDeploymentReconciler.adoptKeySecret: the generated admin key's owner reference put back",
 
 	{"", "configmaps", "get"}:    "HiCacheDeploymentReconciler.reconcileChildren: applier.apply reads the current one",

@@ -97,9 +97,6 @@ type Options struct {
 	// FlushBackoff is the wait after a flush's first failed attempt, doubled after each next
 	// one up to FlushBackoffMax (0: 10 seconds and 5 minutes).
 	FlushBackoff, FlushBackoffMax time.Duration
-	// KeySecretCheckPeriod is how often the Secrets of a deployment's keys are read again when
-	// nothing else calls for it (0: DefaultKeySecretCheckPeriod).
-	KeySecretCheckPeriod time.Duration
 	// FlushDurabilityWindow is how long after a flush's removal on masters with HA the flush
 	// checks that the leader that ran it still serves before it completes (0: 5 seconds).
 	FlushDurabilityWindow time.Duration
@@ -163,9 +160,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DefaultEtcdImage == "" {
 		o.DefaultEtcdImage = DefaultEtcdImage
-	}
-	if o.KeySecretCheckPeriod <= 0 {
-		o.KeySecretCheckPeriod = DefaultKeySecretCheckPeriod
 	}
 	if o.GuardImage == "" {
 		o.GuardImage = DefaultGuardImage

@@ -87,7 +87,6 @@ func main() {
 	flag.IntVar(&maxAttempts, "flush-max-attempts", 5, "Attempts a flush gets before it is Failed for good")
 	flag.DurationVar(&opts.FlushBackoff, "flush-backoff", 10*time.Second, "Wait after a flush's first failed attempt; doubled after each next one")
 	flag.DurationVar(&opts.FlushBackoffMax, "flush-backoff-max", 5*time.Minute, "Longest wait between two attempts of a flush")
-	flag.DurationVar(&opts.KeySecretCheckPeriod, "key-secret-check-period", controllers.DefaultKeySecretCheckPeriod, "How often the Secrets of a deployment's SGLang keys are read again to report one gone missing, when nothing else calls for it (a rank waiting on one, a change of spec.security); each deployment is reconciled once per period at rest")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -101,10 +100,6 @@ func main() {
 	opts.FlushMaxAttempts = int32(maxAttempts)
 	if opts.DeploymentWorkers < 1 || opts.DeploymentWorkers > 64 {
 		log.Error(nil, "--deployment-workers must be between 1 and 64", "deployment-workers", opts.DeploymentWorkers)
-		os.Exit(2)
-	}
-	if opts.KeySecretCheckPeriod < time.Second {
-		log.Error(nil, "--key-secret-check-period must be at least 1s", "key-secret-check-period", opts.KeySecretCheckPeriod)
 		os.Exit(2)
 	}
 	if apiBurst < 0 {

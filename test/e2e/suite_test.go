@@ -56,9 +56,6 @@ var (
 	// writesByNamespace keeps every mutating request of the operator about a namespace's objects
 	// ("PATCH /apis/apps/v1/namespaces/ns/statefulsets/name"), under lastWritesMu.
 	writesByNamespace = map[string][]string{}
-	// requestsByNamespace keeps every request of the operator but watches about a namespace's
-	// objects, reads of what it does not cache included, under lastWritesMu.
-	requestsByNamespace = map[string][]string{}
 )
 
 func repoRoot() string {
@@ -72,12 +69,6 @@ type countingTransport struct{ next http.RoundTripper }
 func (c countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Query().Get("watch") != "true" {
 		operatorRequests.Add(1)
-		if _, rest, ok := strings.Cut(req.URL.Path, "/namespaces/"); ok {
-			ns, _, _ := strings.Cut(rest, "/")
-			lastWritesMu.Lock()
-			requestsByNamespace[ns] = append(requestsByNamespace[ns], req.Method+" "+req.URL.Path)
-			lastWritesMu.Unlock()
-		}
 		if req.Method != http.MethodGet {
 			operatorWrites.Add(1)
 			lastWritesMu.Lock()
@@ -93,21 +84,6 @@ func (c countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		}
 	}
 	return c.next.RoundTrip(req)
-}
-
-// operatorRequestsOf are the operator's requests about resource (as its path names it:
-// "secrets") in namespace ns, reads included, watches not: "GET secrets/name", "POST secrets".
-func operatorRequestsOf(ns, resource string) []string {
-	lastWritesMu.Lock()
-	defer lastWritesMu.Unlock()
-	var out []string
-	for _, r := range requestsByNamespace[ns] {
-		method, path, _ := strings.Cut(r, " ")
-		if _, obj, ok := strings.Cut(path, "/namespaces/"+ns+"/"); ok && (obj == resource || strings.HasPrefix(obj, resource+"/")) {
-			out = append(out, method+" "+obj)
-		}
-	}
-	return out
 }
 
 // operatorWritesTo are the operator's writes to one object of namespace ns, named by its path

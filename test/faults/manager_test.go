@@ -53,8 +53,8 @@ type manager struct {
 }
 
 // startManager runs a manager named user (unique in the suite) until the test ends, with its
-// leader-election lease in namespace ns, and flags added to the suite's.
-func startManager(t *testing.T, ns, user string, flags ...string) *manager {
+// leader-election lease in namespace ns.
+func startManager(t *testing.T, ns, user string) *manager {
 	t.Helper()
 	grantManagerRBAC(t, ns, user)
 	kc, err := cluster.UserKubeconfig(user)
@@ -75,7 +75,6 @@ func startManager(t *testing.T, ns, user string, flags ...string) *manager {
 		"--flush-runner=local",
 		"--flush-python=" + mooncaketest.Python(t),
 	}
-	m.args = append(m.args, flags...)
 	t.Cleanup(func() {
 		m.end()
 		if t.Failed() {

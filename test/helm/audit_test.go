@@ -45,16 +45,12 @@ var notInTheInstallFlow = map[string]string{
 	"create hicache.io/cacheflushes":       "a deployment that asks for a flush",
 	"patch hicache.io/cacheflushes/status": "a flush",
 	// Nothing is removed, rolled or recreated, and no master leader is elected.
-	"delete pods":            "a roll, a recreated group or a replaced store pod",
-	"delete statefulsets":    "a removed or recreated group",
-	"delete services":        "a removed group",
-	"delete networkpolicies": "a removed group",
-	"patch pods":             "rank role labels that differ, or the master leader label",
-	"patch secrets":          "the generated admin key's Secret stripped of its owner reference",
-	// The sample's generated admin key's Secret is created without a read, and then known: the
-	// key Secrets are read after a restart, a change of spec.security, a problem, a rank waiting
-	// on one, or once per --key-secret-check-period (controllers.planKeyCheck).
-	"get secrets":                "a deployment's key Secrets checked again",
+	"delete pods":                "a roll, a recreated group or a replaced store pod",
+	"delete statefulsets":        "a removed or recreated group",
+	"delete services":            "a removed group",
+	"delete networkpolicies":     "a removed group",
+	"patch pods":                 "rank role labels that differ, or the master leader label",
+	"patch secrets":              "the generated admin key's Secret stripped of its owner reference",
 	"patch events.k8s.io/events": "the series of a repeated event",
 	"patch events":               "the series of a repeated leader-election event",
 }

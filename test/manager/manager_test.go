@@ -140,13 +140,12 @@ func TestManagerRefusesABadFlushRunner(t *testing.T) {
 	}
 }
 
-func TestManagerRefusesBadWorkersRateLimitsAndPeriods(t *testing.T) {
+func TestManagerRefusesBadWorkersAndRateLimits(t *testing.T) {
 	bin := buildManager(t)
 	for _, c := range []struct{ flag, says string }{
 		{"--deployment-workers=0", "--deployment-workers must be between 1 and 64"},
 		{"--deployment-workers=65", "--deployment-workers must be between 1 and 64"},
 		{"--kube-api-burst=-1", "--kube-api-burst must not be negative"},
-		{"--key-secret-check-period=0s", "--key-secret-check-period must be at least 1s"},
 	} {
 		out, err := exec.Command(bin, c.flag).CombinedOutput()
 		var exit *exec.ExitError
