@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -88,7 +89,7 @@ func BuildRouter(hcd *hicachev1alpha1.HiCacheDeployment, image string) (*router.
 func (r *HiCacheDeploymentReconciler) reconcileRouter(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment) error {
 	name := routerName(hcd.Name)
 	if hcd.Spec.Router == nil {
-		for _, obj := range []client.Object{&appsv1.Deployment{}, &rbacv1.RoleBinding{}, &rbacv1.Role{}, &corev1.ServiceAccount{}} {
+		for _, obj := range []client.Object{&appsv1.Deployment{}, &networkingv1.NetworkPolicy{}, &rbacv1.RoleBinding{}, &rbacv1.Role{}, &corev1.ServiceAccount{}} {
 			if err := r.Get(ctx, client.ObjectKey{Namespace: hcd.Namespace, Name: name}, obj); err != nil {
 				if client.IgnoreNotFound(err) != nil {
 					return fmt.Errorf("reading the router's %T: %w", obj, err)
@@ -108,7 +109,15 @@ func (r *HiCacheDeploymentReconciler) reconcileRouter(ctx context.Context, hcd *
 	if err != nil {
 		return err
 	}
+	policy, err := buildRouterNetworkPolicy(hcd)
+	if err != nil {
+		return err
+	}
 	a := applier{r.Client}
+	// The policy first: the router reaches every leader, and no router pod may run unguarded.
+	if _, err := a.apply(ctx, policy, &networkingv1.NetworkPolicy{}); err != nil {
+		return fmt.Errorf("applying the router's NetworkPolicy: %w", err)
+	}
 	for _, o := range []struct {
 		obj, existing client.Object
 	}{

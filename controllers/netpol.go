@@ -128,18 +128,46 @@ func buildStoreNetworkPolicy(cb *hicachev1alpha1.CacheBackend) *networkingv1.Net
 	)
 }
 
+// servingClients are the peers spec.security.clients names, or every pod of the deployment's
+// namespace when it names none.
+func servingClients(hcd *hicachev1alpha1.HiCacheDeployment) []networkingv1.NetworkPolicyPeer {
+	if s := hcd.Spec.Security; s != nil && len(s.Clients) > 0 {
+		return slices.Clone(s.Clients)
+	}
+	return []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}
+}
+
+// routerPolicyName is the NetworkPolicy of a deployment's router pods.
+func routerPolicyName(hcd string) string { return routerName(hcd) }
+
+// buildRouterNetworkPolicy admits the deployment's clients (spec.security.clients; by default
+// every pod of its namespace) to its router's HTTP and metrics ports, and nothing else: the
+// router reaches every leader, so whoever reaches the router reaches the servers, and it must
+// admit no one the servers' own policy does not. Its health port is left to the kubelet, whose
+// probes most CNIs admit from the node whatever the policies say.
+func buildRouterNetworkPolicy(hcd *hicachev1alpha1.HiCacheDeployment) (*networkingv1.NetworkPolicy, error) {
+	cfg, err := resolve.RouterConfig(hcd)
+	if err != nil {
+		return nil, err
+	}
+	port, _, metrics := cfg.Ports()
+	return ingressPolicy(routerPolicyName(hcd.Name), hcd.Namespace, routerLabels(hcd), []metav1.OwnerReference{ownerRef(hcd)}, routerSelector(hcd),
+		networkingv1.NetworkPolicyIngressRule{
+			From:  servingClients(hcd),
+			Ports: []networkingv1.NetworkPolicyPort{tcpPort(int32(port)), tcpPort(int32(metrics))},
+		},
+	), nil
+}
+
 // buildDeploymentNetworkPolicy covers every serving pod of a deployment: SGLang's HTTP port
 // from its clients (spec.security.clients; by default every pod of the deployment's namespace),
 // and, when the ranks mount a segment of the store, the other users of the backend to the
 // transfer engine. Rank-to-rank traffic is each group's own policy.
 func buildDeploymentNetworkPolicy(hcd *hicachev1alpha1.HiCacheDeployment, r *resolve.Resolved) *networkingv1.NetworkPolicy {
-	clients := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}
-	if s := hcd.Spec.Security; s != nil && len(s.Clients) > 0 {
-		clients = s.Clients
-		if hcd.Spec.Router != nil {
-			// The router is the leaders' client.
-			clients = append(slices.Clone(clients), networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: routerSelector(hcd)}})
-		}
+	clients := servingClients(hcd)
+	if s := hcd.Spec.Security; s != nil && len(s.Clients) > 0 && hcd.Spec.Router != nil {
+		// The router is the leaders' client.
+		clients = append(clients, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: routerSelector(hcd)}})
 	}
 	rules := []networkingv1.NetworkPolicyIngressRule{{
 		From:  clients,

@@ -188,3 +188,73 @@ func TestPortsExcept(t *testing.T) {
 		}
 	}
 }
+
+// The router reaches every leader, so it admits exactly the servers' clients: every pod of the
+// namespace by default, spec.security.clients when set; never another namespace's pods, and its
+// health port to no pod.
+func TestRouterPolicyAdmitsTheServersClients(t *testing.T) {
+	gateway := []networkingv1.NetworkPolicyPeer{{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{namespaceNameLabel: "gateway"}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "gw"}},
+	}}
+	peers := map[string]testutil.PolicyPod{
+		"any pod of own ns":  podIn("default", map[string]string{"app": "client"}),
+		"pod of another ns":  podIn("elsewhere", map[string]string{"app": "client"}),
+		"gateway pod":        podIn("gateway", map[string]string{"app": "gw"}),
+		"other gateway pod":  podIn("gateway", map[string]string{"app": "x"}),
+		"a rank of q itself": podIn("default", map[string]string{hicachev1alpha1.LabelDeployment: "q"}),
+	}
+	for name, tc := range map[string]struct {
+		clients []networkingv1.NetworkPolicyPeer
+		want    []string
+	}{
+		"no clients: the namespace": {want: []string{"any pod of own ns", "a rank of q itself"}},
+		"clients":                   {clients: gateway, want: []string{"gateway pod"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := withRouter(makeHCD("q").TP(4).Obj(), "")
+			if tc.clients != nil {
+				h.Spec.Security = &hicachev1alpha1.ServingSecurity{Clients: tc.clients}
+			}
+			np, err := buildRouterNetworkPolicy(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs, err := BuildRouter(h, DefaultRouterImage)
+			if err != nil {
+				t.Fatal(err)
+			}
+			router := podIn("default", objs.Deployment.Spec.Template.Labels)
+			if !testutil.PolicySelects(np, router) {
+				t.Fatalf("the router's policy does not select its pods (labels %v)", objs.Deployment.Spec.Template.Labels)
+			}
+			for _, other := range []map[string]string{mustBuildGroup(t, h, 0).Spec.Template.Labels, {"app": "client"}} {
+				if testutil.PolicySelects(np, podIn("default", other)) {
+					t.Errorf("the router's policy selects a pod that is not a router: %v", other)
+				}
+			}
+			ports := map[string]int32{}
+			for _, p := range objs.Deployment.Spec.Template.Spec.Containers[0].Ports {
+				ports[p.Name] = p.ContainerPort
+			}
+			var got []string
+			for pn, from := range peers {
+				http := testutil.PolicyAdmits(np, from, ports["http"], corev1.ProtocolTCP)
+				if metrics := testutil.PolicyAdmits(np, from, ports["metrics"], corev1.ProtocolTCP); metrics != http {
+					t.Errorf("%s: metrics port admitted %v, HTTP port %v: want the same clients", pn, metrics, http)
+				}
+				if testutil.PolicyAdmits(np, from, ports["health"], corev1.ProtocolTCP) {
+					t.Errorf("%s is admitted to the router's health port", pn)
+				}
+				if http {
+					got = append(got, pn)
+				}
+			}
+			slices.Sort(got)
+			want := slices.Sorted(slices.Values(tc.want))
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("peers admitted to the router (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

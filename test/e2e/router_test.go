@@ -3,12 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,6 +70,16 @@ func TestRouterInFrontOfTheGroups(t *testing.T) {
 	if err := k8s.Get(ctx, key, &sa); err != nil {
 		t.Fatal(err)
 	}
+	// The router reaches every leader: its own policy admits only the servers' clients (here,
+	// with no spec.security.clients, the pods of the namespace) and selects its pods.
+	var np networkingv1.NetworkPolicy
+	if err := k8s.Get(ctx, key, &np); err != nil {
+		t.Fatalf("the router's NetworkPolicy: %v", err)
+	}
+	if !maps.Equal(np.Spec.PodSelector.MatchLabels, map[string]string{hicachev1alpha1.LabelRouter: "qwen3"}) ||
+		len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].NamespaceSelector != nil {
+		t.Errorf("the router's NetworkPolicy selects %v and admits %+v, want the router pods and the namespace's pods", np.Spec.PodSelector.MatchLabels, np.Spec.Ingress)
+	}
 	var svc corev1.Service
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "qwen3"}, &svc); err != nil {
 		t.Fatal(err)
@@ -78,7 +90,7 @@ func TestRouterInFrontOfTheGroups(t *testing.T) {
 
 	update(t, getHCD(t, ns, "qwen3"), func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Router = nil })
 	eventually(t, 30*time.Second, "the router removed, the Service on the leaders", func() (bool, string) {
-		for _, obj := range []client.Object{&appsv1.Deployment{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.ServiceAccount{}} {
+		for _, obj := range []client.Object{&appsv1.Deployment{}, &networkingv1.NetworkPolicy{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.ServiceAccount{}} {
 			if err := k8s.Get(ctx, key, obj); !apierrors.IsNotFound(err) {
 				return false, fmt.Sprintf("%T still there (%v)", obj, err)
 			}
