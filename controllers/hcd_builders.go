@@ -312,7 +312,7 @@ func buildRoleGroup(hcd *hicachev1alpha1.HiCacheDeployment, sr *servingRole, be 
 			{Name: "dshm", MountPath: "/dev/shm"},
 			{Name: "hicache", MountPath: configMountPath, ReadOnly: true},
 		}, model.mounts...),
-		SecurityContext: spec.Template.ContainerSecurityContext.DeepCopy(),
+		SecurityContext: servingSecurity(spec.Template.SecurityContext, spec.Template.ContainerSecurityContext),
 	}
 	var bootstrapPort int32
 	if sr.role == hicachev1alpha1.RolePrefill {

@@ -68,6 +68,8 @@ func buildModelParts(spec *hicachev1alpha1.HiCacheDeploymentSpec, image string) 
 			VolumeMounts: []corev1.VolumeMount{
 				{Name: modelVolume, MountPath: hicachev1alpha1.ModelMountPath},
 			},
+			// It runs the serving image as the serving container does.
+			SecurityContext: servingSecurity(spec.Template.SecurityContext, spec.Template.ContainerSecurityContext),
 		}
 		if ref := hub.TokenSecretRef; ref != nil {
 			init.Env = []corev1.EnvVar{{Name: HubTokenEnv, ValueFrom: &corev1.EnvVarSource{
