@@ -76,7 +76,9 @@ func TestServingSecurity(t *testing.T) {
 		},
 		"escalation the user allowed": {
 			user: &corev1.SecurityContext{RunAsNonRoot: ptr.To(true), AllowPrivilegeEscalation: ptr.To(true)},
-			want: with(func(c *corev1.SecurityContext) { c.RunAsNonRoot, c.AllowPrivilegeEscalation = ptr.To(true), ptr.To(true) }),
+			want: with(func(c *corev1.SecurityContext) {
+				c.RunAsNonRoot, c.AllowPrivilegeEscalation = ptr.To(true), ptr.To(true)
+			}),
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
