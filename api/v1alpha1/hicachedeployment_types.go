@@ -62,7 +62,7 @@ type HiCacheDeploymentSpec struct {
 	// +required
 	Model ModelSpec `json:"model"`
 
-	// sglang is the SGLang server image and the version line it runs.
+	// sglang is the SGLang server image; the release it runs is read from it.
 	// +optional
 	SGLang SGLangSpec `json:"sglang,omitempty"`
 

@@ -269,6 +269,8 @@ func RefusedObjects() []RefusedObject {
 			"spec.template.extraArgs sets --kv-cache-dtype: set spec.hicache.kvCacheDType instead"),
 		hcd("a refused flag=value in extra args", `template: {extraArgs: ["--tp-size=8"]}`, "spec.template.extraArgs sets --tp-size: set spec.topology.tensorParallel instead"),
 		hcd("a config file in extra args", `template: {extraArgs: ["--config", "/etc/sglang.yaml"]}`, "spec.template.extraArgs sets --config: the operator sets it or the L3 cache cannot stay correct with it; remove it"),
+		hcd("a compatible release the operator has no arguments of", `sglang: {image: "lmsysorg/sglang:v0.6.0", compatibleRelease: "0.6.0"}`,
+			"spec.sglang.compatibleRelease must be a release the operator has the argument definitions of: 0.5.23"),
 		hcd("a volume with the operator's name", `template: {volumes: [{name: dshm, emptyDir: {}}]}`,
 			"spec.template.volumes: dshm, hicache, model and infiniband are the operator's volumes"),
 		hcd("a mount below the operator's configuration", `template: {volumes: [{name: w, emptyDir: {}}], volumeMounts: [{name: w, mountPath: /etc/hicache/extra}]}`,
