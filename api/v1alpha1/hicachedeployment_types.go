@@ -180,6 +180,8 @@ type ModelSpec struct {
 type Quantization string
 
 // SGLangSpec is the SGLang server image.
+// +kubebuilder:validation:XValidation:rule="!has(self.image) || has(self.compatibleRelease) || self.image.matches('^([^@]+/)?lmsysorg/sglang:v0[.]5[.]23(-(cu[0-9]{3}|runtime|amd64|arm64))*(@sha256:[0-9a-f]{64})?$')",message="spec.sglang.image: the operator has the arguments of SGLang 0.5.23 only, read from lmsysorg/sglang:v0.5.23 (its cuNNN, runtime, amd64 and arm64 builds, on Docker Hub or a mirror whose path ends in lmsysorg/sglang); for an image of another release or a private build, set spec.sglang.compatibleRelease to the checked release whose arguments it accepts"
+// +kubebuilder:validation:XValidation:rule="!has(self.image) || !has(self.compatibleRelease) || self.image.matches('@sha256:[0-9a-f]{64}$') || self.image.matches('^([^@]+/)?lmsysorg/sglang:v[0-9]+[.][0-9]+[.][0-9]+([.]post[0-9]+|rc[0-9]+)?(-(cu[0-9]{3}|runtime|amd64|arm64))*$')",message="spec.sglang.image: its SGLang release is not read from its tag (a private build, latest, another platform's build), so the image itself is the layout fact and a tag can be pushed again with other bytes: pin it by digest (image@sha256:...)"
 type SGLangSpec struct {
 	// image is the SGLang server image; the operator's default image when empty. The SGLang
 	// release is read from it: a release tag of lmsysorg/sglang (v0.5.23, and its cuNNN, runtime,

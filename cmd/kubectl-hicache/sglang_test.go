@@ -57,7 +57,8 @@ func TestDiffSGLangImage(t *testing.T) {
 	}
 }
 
-// An image whose release the operator cannot check is refused by plan and diff, with what to do.
+// An image whose release the operator cannot check is refused by plan and diff, with what to do:
+// by the CRD's rules, as kubectl apply refuses it, or by resolve.
 func TestPlanAndDiffRefuseAnUncheckedImage(t *testing.T) {
 	old := writeHCD(t, "old.yaml", edit(t, "qwen3").Obj())
 	for name, tc := range map[string]struct {
@@ -65,10 +66,14 @@ func TestPlanAndDiffRefuseAnUncheckedImage(t *testing.T) {
 		want              []string
 	}{
 		"a release without arguments": {image: "lmsysorg/sglang:v0.6.0",
-			want: []string{"spec.sglang.image: lmsysorg/sglang:v0.6.0 runs SGLang 0.6.0, which the operator has not checked", "spec.sglang.compatibleRelease"}},
-		"latest": {image: "lmsysorg/sglang:latest", want: []string{`tag "latest" is not a release tag`, "pin the image by digest"}},
+			want: []string{"spec.sglang.image: the operator has the arguments of SGLang 0.5.23 only", "set spec.sglang.compatibleRelease"}},
+		"latest":                     {image: "lmsysorg/sglang:latest", want: []string{"spec.sglang.image: the operator has the arguments of SGLang 0.5.23 only"}},
+		"latest declared compatible": {image: "lmsysorg/sglang:latest", compatible: "0.5.23", want: []string{"spec.sglang.image: its SGLang release is not read from its tag", "pin it by digest"}},
 		"a private build by tag": {image: "registry.example/team/sglang:abc", compatible: "0.5.23",
-			want: []string{"registry.example/team/sglang:abc names no digest"}},
+			want: []string{"spec.sglang.image: its SGLang release is not read from its tag", "pin it by digest (image@sha256:...)"}},
+		// A reference the CRD's pattern lets through is still parsed: resolve refuses it.
+		"a malformed reference": {image: "Team/lmsysorg/sglang:v0.5.23",
+			want: []string{"spec.sglang.image: ", "is not an image reference"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			bad := writeHCD(t, "new.yaml", edit(t, "qwen3").SGLang(tc.image, tc.compatible).Obj())

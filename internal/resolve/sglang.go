@@ -16,8 +16,9 @@ const DefaultSGLangImage = images.SGLang
 
 // SGLangRuntime is what the operator reads from a deployment's SGLang image.
 type SGLangRuntime struct {
-	// Image is the image reference, the default one when the spec names none.
-	Image string
+	// Image is the image reference, the default one when the spec names none (Default).
+	Image   string
+	Default bool
 	// Release is the SGLang release read from the image, "" when none is read.
 	Release string
 	// ArgsRelease is the checked release whose arguments the command line is checked against:
@@ -43,7 +44,7 @@ func SGLang(spec *hicachev1alpha1.HiCacheDeploymentSpec) (SGLangRuntime, error) 
 	s := spec.SGLang
 	rt := SGLangRuntime{Image: strings.TrimSpace(s.Image)}
 	if rt.Image == "" {
-		rt.Image = DefaultSGLangImage
+		rt.Image, rt.Default = DefaultSGLangImage, true
 	}
 	img, err := release.Read(rt.Image)
 	if err != nil {
@@ -98,6 +99,23 @@ func SGLang(spec *hicachev1alpha1.HiCacheDeploymentSpec) (SGLangRuntime, error) 
 		}
 	}
 	return rt, nil
+}
+
+// Describe says in one line which image runs, the release read from it and the arguments its
+// command line is checked against.
+func (rt SGLangRuntime) Describe() string {
+	img := rt.Image
+	if rt.Default {
+		img += " (the default image)"
+	}
+	args := fmt.Sprintf("the command line is checked against SGLang %s's arguments", rt.ArgsRelease)
+	if rt.ArgsRelease != rt.Release {
+		args += " (spec.sglang.compatibleRelease)"
+	}
+	if rt.Release == "" {
+		return fmt.Sprintf("%s: release not read, the image's digest %s is the layout fact; %s", img, rt.ImageDigest, args)
+	}
+	return fmt.Sprintf("%s: SGLang %s, read from the image; %s", img, rt.Release, args)
 }
 
 func releaseWords(img release.Image, compat string) string {

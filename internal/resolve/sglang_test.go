@@ -26,7 +26,7 @@ func TestSGLangReleaseFromTheImage(t *testing.T) {
 	}{
 		"no image: the default's release": {
 			hcd:  withSGLang("", "", ""),
-			want: resolve.SGLangRuntime{Image: resolve.DefaultSGLangImage, Release: "0.5.23", ArgsRelease: "0.5.23", Fact: "0.5"},
+			want: resolve.SGLangRuntime{Image: resolve.DefaultSGLangImage, Default: true, Release: "0.5.23", ArgsRelease: "0.5.23", Fact: "0.5"},
 		},
 		"a mirror's CUDA build of the checked release": {
 			hcd:  withSGLang("registry.corp:5000/lmsysorg/sglang:v0.5.23-cu129", "", ""),
@@ -156,6 +156,24 @@ func TestSGLangImageChangeClassified(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestSGLangDescribe(t *testing.T) {
+	for h, want := range map[*hicachev1alpha1.HiCacheDeployment]string{
+		withSGLang("", "", ""): "lmsysorg/sglang:v0.5.23 (the default image): SGLang 0.5.23, read from the image; the command line is checked against SGLang 0.5.23's arguments",
+		withSGLang("lmsysorg/sglang:v0.6.0", "0.5.23", ""): "lmsysorg/sglang:v0.6.0: SGLang 0.6.0, read from the image; " +
+			"the command line is checked against SGLang 0.5.23's arguments (spec.sglang.compatibleRelease)",
+		withSGLang("registry.example/team/sglang@"+testDigest, "0.5.23", ""): "registry.example/team/sglang@" + testDigest + ": release not read, the image's digest " +
+			testDigest + " is the layout fact; the command line is checked against SGLang 0.5.23's arguments (spec.sglang.compatibleRelease)",
+	} {
+		rt, err := resolve.SGLang(&h.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rt.Describe(); got != want {
+			t.Errorf("Describe() =\n  %s\nwant\n  %s", got, want)
+		}
 	}
 }
 

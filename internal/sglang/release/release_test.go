@@ -212,4 +212,16 @@ func TestDocsAndSchemaListTheReleases(t *testing.T) {
 	if !slices.Equal(listed, Checked) {
 		t.Errorf("the CRD admits compatibleRelease %v, the checked releases are %v", listed, Checked)
 	}
+	// The rule that admits an image without compatibleRelease spells the checked releases' tags.
+	img := regexp.MustCompile(`has\(self.compatibleRelease\) \|\| self.image.matches\('([^']*)'\)`).FindSubmatch(types)
+	if img == nil {
+		t.Fatal("api/v1alpha1: no CEL rule admitting an image of a checked release")
+	}
+	var tags []string
+	for _, r := range Checked {
+		tags = append(tags, "v"+strings.ReplaceAll(r, ".", "[.]"))
+	}
+	if want := "sglang:" + strings.Join(tags, "|"); !strings.Contains(string(img[1]), want) && !strings.Contains(string(img[1]), "sglang:("+strings.Join(tags, "|")+")") {
+		t.Errorf("the CRD's image rule %s does not name the checked releases %v", img[1], Checked)
+	}
 }
