@@ -90,6 +90,16 @@ func TestComputeStatus(t *testing.T) {
 			wantMessages: map[string][]string{"Ready": {"spec.topology", "12 GPUs", "until the spec is fixed"}},
 			wantReady:    "0/1",
 		},
+		"an image whose SGLang release is not read": {
+			hcd: makeHCD("q").TP(4).Image("registry.example/team/sglang:abc").Obj(),
+			obs: func(t *testing.T, h *hicachev1alpha1.HiCacheDeployment) *observed { return observation(t, h, "h") },
+			want: map[string]cond{
+				"Ready":       {F, hicachev1alpha1.ReasonInvalidSpec},
+				"Progressing": {F, hicachev1alpha1.ReasonInvalidSpec},
+			},
+			wantMessages: map[string][]string{"Ready": {"spec.sglang.image", "the SGLang release is not read from registry.example/team/sglang:abc", "spec.sglang.compatibleRelease", "until the spec is fixed"}},
+			wantReady:    "0/1",
+		},
 		"unknown profile": {
 			hcd: makeHCD("q").Profile("Nope").Obj(),
 			obs: func(t *testing.T, h *hicachev1alpha1.HiCacheDeployment) *observed { return observation(t, h, "h") },

@@ -5,6 +5,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/hicache-io/hicache-operator/internal/images"
+	"github.com/hicache-io/hicache-operator/internal/resolve"
 )
 
 // Defaults for images a spec may leave empty.
@@ -197,6 +199,10 @@ func newAdminHTTPClient() *http.Client {
 // Setup registers every controller with the manager.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	opts = opts.withDefaults()
+	// Deployments that name no image are resolved as the release of the built-in default.
+	if err := resolve.CheckDefaultSGLangImage(opts.DefaultSGLangImage); err != nil {
+		return fmt.Errorf("--default-sglang-image: %w", err)
+	}
 	if err := registerIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}

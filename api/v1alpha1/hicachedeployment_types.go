@@ -62,7 +62,7 @@ type HiCacheDeploymentSpec struct {
 	// +required
 	Model ModelSpec `json:"model"`
 
-	// sglang is the SGLang server image and the version line it runs.
+	// sglang is the SGLang server image; the release it runs is read from it.
 	// +optional
 	SGLang SGLangSpec `json:"sglang,omitempty"`
 
@@ -180,14 +180,34 @@ type ModelSpec struct {
 type Quantization string
 
 // SGLangSpec is the SGLang server image.
+// +kubebuilder:validation:XValidation:rule="!has(self.image) || has(self.compatibleRelease) || self.image.matches('^([^@]+/)?lmsysorg/sglang:v0[.]5[.]23(-(cu[0-9]{3}|runtime|amd64|arm64))*(@sha256:[0-9a-f]{64})?$')",message="spec.sglang.image: the operator has the arguments of SGLang 0.5.23 only, read from lmsysorg/sglang:v0.5.23 (its cuNNN, runtime, amd64 and arm64 builds, on Docker Hub or a mirror whose path ends in lmsysorg/sglang); for an image of another release or a private build, set spec.sglang.compatibleRelease to the checked release whose arguments it accepts"
+// +kubebuilder:validation:XValidation:rule="!has(self.image) || !has(self.compatibleRelease) || self.image.matches('@sha256:[0-9a-f]{64}$') || self.image.matches('^([^@]+/)?lmsysorg/sglang:v[0-9]+[.][0-9]+[.][0-9]+([.]post[0-9]+|rc[0-9]+)?(-(cu[0-9]{3}|runtime|amd64|arm64))*$')",message="spec.sglang.image: its SGLang release is not read from its tag (a private build, latest, another platform's build), so the image itself is the layout fact and a tag can be pushed again with other bytes: pin it by digest (image@sha256:...)"
 type SGLangSpec struct {
-	// image is the SGLang server image.
+	// image is the SGLang server image; the operator's default image when empty. The SGLang
+	// release is read from it: a release tag of lmsysorg/sglang (v0.5.23, and its cuNNN, runtime,
+	// amd64 and arm64 builds of the same release) on Docker Hub or on a mirror whose path ends in
+	// lmsysorg/sglang, or the digest of a checked image. The release is a layout fact (a change
+	// to a release whose keys and bytes are not recorded as equal moves the deployment to a new
+	// L3 namespace) and decides the arguments the command line is checked against. An image
+	// whose release is not read (a private build, latest) must be pinned by digest
+	// (image@sha256:...) and name compatibleRelease; its digest is then the layout fact.
 	// +kubebuilder:validation:MaxLength=512
 	// +optional
 	Image string `json:"image,omitempty"`
 
-	// versionLine is the SGLang release line the image runs, e.g. "0.5". A new line may store
-	// cache objects differently, so it is a layout fact.
+	// compatibleRelease is the checked SGLang release whose command-line arguments the image
+	// accepts, for an image whose release the operator has no argument definitions of, or
+	// cannot read. It picks the arguments the command line is checked against, nothing else:
+	// the image's own release (or its digest) stays the layout fact. Leave it out for an image
+	// of a checked release.
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self in ['0.5.23']",message="spec.sglang.compatibleRelease must be a release the operator has the argument definitions of: 0.5.23"
+	// +optional
+	CompatibleRelease string `json:"compatibleRelease,omitempty"`
+
+	// versionLine is deprecated and decides nothing: the release is read from the image. A
+	// value is accepted only when it is the image's release line (0.5 for SGLang 0.5.23, or the
+	// line of compatibleRelease for an image whose release is not read); remove it.
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^[0-9]+\.[0-9]+$`
 	// +optional

@@ -99,6 +99,9 @@ type planReport struct {
 	Warnings []string     `json:"warnings,omitempty"`
 	Storage  *storageInfo `json:"storage,omitempty"`
 	Layout   layoutReport `json:"layout"`
+	// SGLang is the image, the release read from it and the arguments its command line is
+	// checked against.
+	SGLang string `json:"sglang"`
 	// Weights says where the server finds the model's weights; Download is the init container's
 	// command line of a hub source.
 	Weights  string   `json:"weights"`
@@ -412,6 +415,7 @@ func newPlanReport(it loaded, r *resolve.Resolved) (planReport, error) {
 		return rep, err
 	}
 	rep.Weights = model.Describe()
+	rep.SGLang = r.SGLang.Describe()
 	if src := spec.Model.Source; src != nil && src.Hub != nil {
 		rep.Download = hfcli.DownloadCommand(src.Hub.Repo, spec.Model.Revision, model.Path)
 	}
@@ -459,6 +463,7 @@ func writePlan(w io.Writer, p *planReport) error {
 	fmt.Fprintf(tw, "Profile:\t%s\n", profile)
 	fmt.Fprintf(tw, "Attention:\t%s\n", p.Attention)
 	fmt.Fprintf(tw, "Draft:\t%s\n", p.Draft)
+	fmt.Fprintf(tw, "SGLang:\t%s\n", p.SGLang)
 	fmt.Fprintf(tw, "Weights:\t%s\n", p.Weights)
 	if len(p.Download) > 0 {
 		fmt.Fprintf(tw, "Download:\t%s (init container, serving image)\n", strings.Join(p.Download, " "))

@@ -109,6 +109,7 @@ var factLabels = map[string]string{
 	FactMambaSSMDType:     "Mamba SSM dtype",
 	FactContextParallel:   "context-parallel size",
 	FactSGLangVersion:     "SGLang version line",
+	FactSGLangImage:       "SGLang image",
 	FactDraftAlgorithm:    "speculative algorithm",
 	FactDraftPlacement:    "draft placement",
 	FactDraftPackedLayers: "packed draft layers",

@@ -130,10 +130,15 @@ func TestClassify(t *testing.T) {
 			new:  cfg(t, mk("Llama3").TP(2).Draft(DraftNGRAM), s),
 			want: want{kind: Neutral, sameNamespace: true, neutral: []string{"speculative algorithm none → NGRAM (same draft KV layout)"}},
 		},
-		"SGLang post release keeps the line": {
+		"SGLang post release is another release": {
 			old:  cfg(t, mk("Llama3").TP(2), s),
-			new:  cfg(t, mk("Llama3").TP(2), sWith(func(c *Settings) { c.SGLangVersion = "v0.5.20.post1" })),
-			want: want{kind: Neutral, sameNamespace: true},
+			new:  cfg(t, mk("Llama3").TP(2), sWith(func(c *Settings) { c.SGLangVersion = "0.5.20.post1" })),
+			want: want{kind: Breaking, breaking: []string{"SGLang version line 0.5.20 → 0.5.20.post1"}},
+		},
+		"SGLang image digest of a private build is a layout fact": {
+			old:  cfg(t, mk("Llama3").TP(2), sWith(func(c *Settings) { c.SGLangVersion = ""; c.SGLangImage = "sha256:aa" })),
+			new:  cfg(t, mk("Llama3").TP(2), sWith(func(c *Settings) { c.SGLangVersion = ""; c.SGLangImage = "sha256:bb" })),
+			want: want{kind: Breaking, breaking: []string{"SGLang image sha256:aa → sha256:bb"}},
 		},
 		"SGLang new release is breaking": {
 			old:  cfg(t, mk("Llama3").TP(2), s),

@@ -34,8 +34,13 @@ type Settings struct {
 	ContextParallel int `json:"contextParallel,omitempty"`
 	// TPLCMSize is tp_lcm_size of the storage extra config (heterogeneous TP); 0 means unset.
 	TPLCMSize int `json:"tpLCMSize,omitempty"`
-	// SGLangVersion is the SGLang release, e.g. "0.5.20" or "v0.5.20.post1".
+	// SGLangVersion is the value of the SGLang release's layout fact: the fact of the class of
+	// releases whose keys and bytes are recorded as equal (internal/sglang/release), e.g. "0.5"
+	// for 0.5.23, or the release itself, e.g. "0.5.24.post1". It is used as given.
 	SGLangVersion string `json:"sglangVersion,omitempty"`
+	// SGLangImage is the digest of an SGLang image whose release is not read from its
+	// reference (a private build): the image itself is then the layout fact.
+	SGLangImage string `json:"sglangImage,omitempty"`
 	// PageSize is --page-size. A change gives every page a new key.
 	PageSize int `json:"pageSize,omitempty"`
 	// ExtraLayoutArgs are server flags given beside the spec (canonical flag →
@@ -71,6 +76,7 @@ const (
 	FactMambaSSMDType     = "mamba_ssm_dtype"
 	FactContextParallel   = "context_parallel"
 	FactSGLangVersion     = "sglang_version_line"
+	FactSGLangImage       = "sglang.image"
 	FactDraftAlgorithm    = "draft.algorithm"
 	FactDraftPlacement    = "draft.placement"
 	FactDraftPackedLayers = "draft.packed_layers"
@@ -99,7 +105,8 @@ type LayoutFacts map[string]string
 //     slices, so kv alone no longer makes tp_size a fact (tp_lcm_size does);
 //   - pp_size (each stage writes its own layer slice);
 //   - the Mamba SSM dtype when there is a mamba pool;
-//   - context-parallel size, the SGLang version line;
+//   - context-parallel size, the SGLang release's class (or, for an image whose release is not
+//     read, the image's digest);
 //   - every layout-relevant server flag given beside the spec (extra
 //     arguments such as --dtype or --json-model-override-args), by flag;
 //   - the draft: algorithm (NEXTN counted as EAGLE, its alias), placement,
@@ -146,7 +153,8 @@ func Facts(t Topology, s Settings) LayoutFacts {
 	if s.ContextParallel > 1 {
 		f[FactContextParallel] = strconv.Itoa(s.ContextParallel)
 	}
-	setIf(FactSGLangVersion, VersionLine(s.SGLangVersion))
+	setIf(FactSGLangVersion, strings.TrimSpace(s.SGLangVersion))
+	setIf(FactSGLangImage, strings.TrimSpace(s.SGLangImage))
 	for flag, v := range s.ExtraLayoutArgs {
 		f[FactExtraArgPrefix+flag] = v
 	}
@@ -182,42 +190,6 @@ func canonicalAlgorithm(a DraftAlgorithm) DraftAlgorithm {
 		return DraftEAGLE
 	}
 	return a
-}
-
-// VersionLine reduces an SGLang version to its release line: the leading
-// "v" and any suffix after major.minor.patch (".post1", "rc1", "+build") are
-// dropped, so "v0.5.20.post1" and "0.5.20" share the line "0.5.20". Host
-// pool layouts can change in any release, so the line keeps the patch.
-// It returns "" for an empty version.
-func VersionLine(v string) string {
-	v = strings.TrimPrefix(strings.TrimSpace(v), "v")
-	if v == "" {
-		return ""
-	}
-	parts := strings.SplitN(v, ".", 4)
-	var out []string
-	for i := 0; i < len(parts) && i < 3; i++ {
-		n := leadingDigits(parts[i])
-		if n == "" {
-			break
-		}
-		out = append(out, n)
-		if len(n) != len(parts[i]) {
-			break
-		}
-	}
-	if len(out) == 0 {
-		return v
-	}
-	return strings.Join(out, ".")
-}
-
-func leadingDigits(s string) string {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return s[:i]
 }
 
 // LayoutEncodingVersion is the first line of the canonical encoding.

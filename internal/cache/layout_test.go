@@ -73,7 +73,7 @@ func TestFacts(t *testing.T) {
 			want: LayoutFacts{"attention": "MHA", "kv_cache_dtype": "auto", "hicache_mem_layout": "page_first", "pp_size": "1", "tp_size": "4", "tp_lcm_size": "8"},
 		},
 		"revision and quantization": {
-			topo: mk("GLM5").TP(8), settings: Settings{ModelPath: "zai/GLM-5", Revision: "abc123", Quantization: "FP8", SGLangVersion: "v0.5.21.post2"},
+			topo: mk("GLM5").TP(8), settings: Settings{ModelPath: "zai/GLM-5", Revision: "abc123", Quantization: "FP8", SGLangVersion: "0.5.21"},
 			want: LayoutFacts{"model": "zai/GLM-5", "model.revision": "abc123", "quantization": "fp8", "attention": "MLA", "kv_cache_dtype": "auto", "hicache_mem_layout": "page_first", "pp_size": "1", "sglang_version_line": "0.5.21"},
 		},
 	}
@@ -101,18 +101,6 @@ func TestFactsIgnoreKeyAndNeutralSettings(t *testing.T) {
 	// Defaults are the same as their spelled-out values.
 	if Namespace(Facts(topo, Settings{})) != Namespace(Facts(topo, Settings{KVCacheDType: "auto", HostMemLayout: "page_first"})) {
 		t.Error("explicit default dtype/layout changed the namespace")
-	}
-}
-
-func TestVersionLine(t *testing.T) {
-	cases := map[string]string{
-		"0.5.20": "0.5.20", "v0.5.20": "0.5.20", "0.5.20.post1": "0.5.20", "0.5.20rc1": "0.5.20",
-		"0.5": "0.5", "": "", "main": "main", " v1.0.0+cu128 ": "1.0.0",
-	}
-	for in, want := range cases {
-		if got := VersionLine(in); got != want {
-			t.Errorf("VersionLine(%q) = %q, want %q", in, got, want)
-		}
 	}
 }
 

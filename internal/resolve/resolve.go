@@ -20,16 +20,14 @@ import (
 	"github.com/hicache-io/hicache-operator/internal/sglang"
 )
 
-// DefaultSGLangVersion is the SGLang release assumed when a deployment names no version line.
-// It matches the release whose argument definitions the renderer is checked against.
-const DefaultSGLangVersion = "0.5"
-
 // Resolved is everything decided from one HiCacheDeployment spec.
 type Resolved struct {
 	// Topology is the cache topology, the profile filled in.
 	Topology cache.Topology
 	// Settings are the server settings that matter to the cache.
 	Settings cache.Settings
+	// SGLang is the release read from the image and the arguments it is checked against.
+	SGLang SGLangRuntime
 	// Plan is the per-rank L3 duty plan of one serving group.
 	Plan cache.RankPlan
 	// Facts are the layout facts; Fingerprint and ShortHash their hashes.
@@ -126,10 +124,15 @@ func resolveOne(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 	if err != nil {
 		return nil, err
 	}
+	rt, err := SGLang(spec)
+	if err != nil {
+		return nil, err
+	}
 	facts := cache.Facts(topo, settings)
 	r := &Resolved{
 		Topology:    topo,
 		Settings:    settings,
+		SGLang:      rt,
 		Plan:        plan,
 		Facts:       facts,
 		Fingerprint: facts.Fingerprint(),
@@ -339,7 +342,6 @@ func Settings(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings, erro
 		HostMemLayout:   string(h.MemLayout),
 		MambaSSMDType:   h.MambaSSMDType,
 		Quantization:    string(spec.Model.Quantization),
-		SGLangVersion:   spec.SGLang.VersionLine,
 		PageSize:        int(h.PageSize),
 		HostMemoryMode:  string(h.HostMemoryMode),
 		HiCacheSizeGB:   float64(h.SizeGB),
@@ -347,9 +349,11 @@ func Settings(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings, erro
 		PrefetchPolicy:  string(h.PrefetchPolicy),
 		IOBackend:       string(h.IOBackend),
 	}
-	if s.SGLangVersion == "" {
-		s.SGLangVersion = DefaultSGLangVersion
+	rt, err := SGLang(spec)
+	if err != nil {
+		return s, err
 	}
+	s.SGLangVersion, s.SGLangImage = rt.Fact, rt.ImageDigest
 	// The CRD's schema bounds the page size; a spec read from a file (kubectl hicache plan -f)
 	// has not been through it.
 	if h.PageSize < 0 || h.PageSize > maxPageSize {
@@ -358,7 +362,7 @@ func Settings(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings, erro
 	if d := spec.Topology.Draft; d != nil {
 		s.DraftKVCacheDType = string(d.KVCacheDType)
 	}
-	extra, err := sglang.ClassifyExtraArgs(spec.Template.ExtraArgs)
+	extra, err := sglang.ClassifyExtraArgsFor(rt.ArgsRelease, spec.Template.ExtraArgs)
 	if err != nil {
 		return s, &FieldError{Field: "spec.template.extraArgs", Message: strings.ReplaceAll(err.Error(), "\n", "; "), plain: true}
 	}

@@ -430,15 +430,21 @@ func TestSettingsCarryTheSpec(t *testing.T) {
 	want := cache.Settings{
 		ModelPath: "org/a", Revision: "abc123", ServedModelName: "org/a", KVCacheDType: "fp8_e4m3",
 		DraftKVCacheDType: "bf16", HostMemLayout: "page_first_direct", Quantization: "fp8",
-		SGLangVersion: resolve.DefaultSGLangVersion, PageSize: 32, HostMemoryMode: "cache", HiCacheSizeGB: 64,
+		SGLangVersion: "0.5", PageSize: 32, HostMemoryMode: "cache", HiCacheSizeGB: 64,
 		WritePolicy: "write_back", PrefetchPolicy: "best_effort", IOBackend: "direct",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Settings (-want +got):\n%s", diff)
 	}
+	// The release is the image's: a version line that agrees with it changes nothing, one that
+	// does not is refused.
+	h.Spec.SGLang.VersionLine = "0.5"
+	if got, err := resolve.Settings(&h.Spec); err != nil || got.SGLangVersion != "0.5" {
+		t.Errorf("with versionLine 0.5: SGLangVersion = %q, %v; want the image's 0.5", got.SGLangVersion, err)
+	}
 	h.Spec.SGLang.VersionLine = "0.6"
-	if got, _ := resolve.Settings(&h.Spec); got.SGLangVersion != "0.6" {
-		t.Errorf("SGLangVersion = %q, want the spec's 0.6", got.SGLangVersion)
+	if _, err := resolve.Settings(&h.Spec); err == nil || !strings.Contains(err.Error(), "spec.sglang.versionLine: 0.6 disagrees with the image") {
+		t.Errorf("with versionLine 0.6: error %v, want it refused", err)
 	}
 }
 
@@ -490,7 +496,7 @@ func TestConfigNeutralFields(t *testing.T) {
 		want map[string]string
 	}{
 		"nothing set": {hcd: makeHCD("a").Obj(), want: map[string]string{}},
-		"image":       {hcd: makeHCD("a").Image("sglang:v1").Obj(), want: map[string]string{"image": "sglang:v1"}},
+		"image":       {hcd: makeHCD("a").Image("mirror.test/lmsysorg/sglang:v0.5.23").Obj(), want: map[string]string{"image": "mirror.test/lmsysorg/sglang:v0.5.23"}},
 		"resources": {
 			hcd:  func() *hicachev1alpha1.HiCacheDeployment { h := makeHCD("a").Obj(); h.Spec.Resources = res; return h }(),
 			want: map[string]string{"resources": res.String()},
@@ -515,14 +521,14 @@ func TestConfigNeutralFields(t *testing.T) {
 		})
 	}
 
-	// A new image or more CPU is a neutral change; a new KV dtype is breaking.
+	// Another image of the same release or more CPU is a neutral change; a new KV dtype is breaking.
 	base := makeHCD("a").Obj()
 	old := mustResolve(t, base).Config(base)
 	for name, tc := range map[string]struct {
 		hcd  *hicachev1alpha1.HiCacheDeployment
 		want cache.ChangeKind
 	}{
-		"image":    {hcd: makeHCD("a").Image("sglang:v2").Obj(), want: cache.Neutral},
+		"image":    {hcd: makeHCD("a").Image("lmsysorg/sglang:v0.5.23-cu129").Obj(), want: cache.Neutral},
 		"kv dtype": {hcd: makeHCD("a").KVDType("fp8_e4m3").Obj(), want: cache.Breaking},
 	} {
 		t.Run("classify "+name, func(t *testing.T) {

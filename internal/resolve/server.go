@@ -36,6 +36,7 @@ func ServerConfig(hcd *hicachev1alpha1.HiCacheDeployment, r *Resolved, be *Backe
 		return sglang.ServerConfig{}, nil, err
 	}
 	cfg := sglang.ServerConfig{
+		Release:           r.SGLang.ArgsRelease,
 		ModelPath:         model.Path,
 		ServedModelName:   ServedModelName(spec),
 		Revision:          model.Revision,

@@ -27,7 +27,7 @@ var varRef = regexp.MustCompile(`^\$\([A-Za-z_][A-Za-z0-9_]*\)$`)
 // It refuses configurations the pinned release would reject or silently
 // rewrite, and checks the result against the release's arguments.
 func Args(cfg ServerConfig) ([]string, error) {
-	spec, err := argspec.Default()
+	spec, err := argspec.ForRelease(cfg.Release)
 	if err != nil {
 		return nil, fmt.Errorf("loading the sglang argument table: %w", err)
 	}

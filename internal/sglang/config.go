@@ -49,6 +49,10 @@ const (
 // command line. Zero values mean "leave the release's default", except
 // where a field says otherwise.
 type ServerConfig struct {
+	// Release is the SGLang release whose arguments the command line is checked against (the
+	// image's, or the checked release it is declared compatible with); "" is the pinned one.
+	Release string
+
 	// ModelPath is a local directory or a Hugging Face repository (required).
 	ModelPath string
 	// ServedModelName is the model name the API reports.

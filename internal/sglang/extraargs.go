@@ -164,11 +164,17 @@ type ExtraArgs struct {
 // the release would refuse, and flags refused as extra arguments, each as a
 // sentence naming the spec field to use.
 func ClassifyExtraArgs(args []string) (ExtraArgs, error) {
+	return ClassifyExtraArgsFor("", args)
+}
+
+// ClassifyExtraArgsFor is ClassifyExtraArgs against the arguments of a checked release ("" is
+// the pinned one).
+func ClassifyExtraArgsFor(release string, args []string) (ExtraArgs, error) {
 	out := ExtraArgs{}
 	if len(args) == 0 {
 		return out, nil
 	}
-	spec, err := argspec.Default()
+	spec, err := argspec.ForRelease(release)
 	if err != nil {
 		return out, fmt.Errorf("loading the sglang argument table: %w", err)
 	}

@@ -125,8 +125,9 @@ func TestCanaryKeysAppearOnlyInTheirSecrets(t *testing.T) {
 	waitReadyGroups(t, ns, "qwen3", 1)
 	waitReadyGroups(t, ns, "generated", 1)
 
-	// A rollout: every rank replaced with a new image, and ready again.
-	const rolled = "lmsysorg/sglang:v0.5.23-rolled"
+	// A rollout: every rank replaced with a new image (a CUDA build of the same release), and
+	// ready again.
+	const rolled = "lmsysorg/sglang:v0.5.23-cu129"
 	update(t, named, func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.SGLang.Image = rolled })
 	eventually(t, 60*time.Second, "qwen3's ranks rolled to the new image and ready", func() (bool, string) {
 		h := getHCD(t, ns, "qwen3")

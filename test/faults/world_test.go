@@ -28,9 +28,9 @@ import (
 // (testutil.DeepSeekV4).
 const nodesPerGroup = testutil.DeepSeekV4Nodes
 
-// rolledImage is the SGLang image a test rolls the deployments to (kwok runs no container, so
-// any reference does).
-const rolledImage = "lmsysorg/sglang:v0.5.23-rolled"
+// rolledImage is the SGLang image a test rolls the deployments to: a CUDA build of the same
+// release, so the pods roll and the L3 namespace stays (kwok runs no container).
+const rolledImage = "lmsysorg/sglang:v0.5.23-cu129"
 
 // withBackend starts a real Mooncake master for the test and creates CacheBackend "mooncake" in
 // ns pointing at it; the managers of the test make it Ready.

@@ -134,6 +134,21 @@ func Default() (*Spec, error) {
 	return defaultSpec()
 }
 
+// ForRelease is the argument table of an SGLang release the operator has checked; "" is the
+// pinned one. The repository embeds one table, generated from the pinned release's wheel: any
+// other release is refused here, so a command line is never checked against the arguments of
+// a release its image does not accept.
+func ForRelease(release string) (*Spec, error) {
+	spec, err := Default()
+	if err != nil {
+		return nil, err
+	}
+	if release != "" && release != spec.Version() {
+		return nil, fmt.Errorf("the operator has no argument definitions of sglang %s (it has those of %s)", release, spec.Version())
+	}
+	return spec, nil
+}
+
 // FromJSON reads an argument table in the extractor's JSON format.
 func FromJSON(data []byte) (*Spec, error) {
 	var doc specJSON
