@@ -197,7 +197,8 @@ def scan_registry(table, package, path, tree, source):
         raise SystemExit(f"{path}: no class Envs")
     headings = []
     for i in range(envs.lineno, envs.end_lineno):
-        if re.match(r"^\s*# =+\s*$", lines[i - 1]) and i < len(lines) and re.match(r"^\s*# \S", lines[i]):
+        rule = re.compile(r"^\s*# =+\s*$")
+        if rule.match(lines[i - 1]) and i + 1 < len(lines) and re.match(r"^\s*# \S", lines[i]) and rule.match(lines[i + 1]):
             headings.append((i + 1, lines[i].strip()[2:].strip()))
     fields = 0
     for stmt in envs.body:
