@@ -97,7 +97,9 @@ func TestVarRefsAreRefused(t *testing.T) {
 		mutate func(b *hicachev1alpha1.HiCacheDeployment)
 		field  string
 	}{
-		"extraArgs": {func(b *hicachev1alpha1.HiCacheDeployment) { b.Spec.Template.ExtraArgs = []string{"--json-model-override-args", "$(OVR)"} }, "spec.template.extraArgs[1]"},
+		"extraArgs": {func(b *hicachev1alpha1.HiCacheDeployment) {
+			b.Spec.Template.ExtraArgs = []string{"--json-model-override-args", "$(OVR)"}
+		}, "spec.template.extraArgs[1]"},
 		"servedName": {func(b *hicachev1alpha1.HiCacheDeployment) { b.Spec.Model.ServedName = "$(HICACHE_ADMIN_API_KEY)" }, "spec.model.servedName"},
 		"revision":   {func(b *hicachev1alpha1.HiCacheDeployment) { b.Spec.Model.Revision = "x$(REV)" }, "spec.model.revision"},
 		"model path": {func(b *hicachev1alpha1.HiCacheDeployment) { b.Spec.Model.Path = "/m/$(P)" }, "spec.model.path"},
