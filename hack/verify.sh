@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Fails when anything generated drifts from its source: deepcopy, CRDs, RBAC, the chart's copies,
-# SGLang's argument definitions; and when go.mod, formatting or vet are off.
+# SGLang's argument definitions and the environment variables SGLang and Mooncake read; and when go.mod, formatting or vet are off.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${ROOT}"
 
 GENERATED=(api/v1alpha1/zz_generated.deepcopy.go config/crd config/rbac/role.yaml charts/hicache-operator/crds
            charts/hicache-operator/templates/_manager-rules.tpl charts/hicache-operator/templates/flush-override.yaml
-           internal/sglang/argspec/sglang-args.json internal/router/router-args.json
+           internal/sglang/argspec/sglang-args.json internal/sglang/argspec/sglang-env.json internal/router/router-args.json
            docs/reference/api.md)
 before=$(mktemp -d)
 trap 'rm -rf "${before}"' EXIT
@@ -18,6 +18,7 @@ done
 echo "verify: regenerating"
 make -s generate >/dev/null
 [[ -x hack/sglang-args.sh ]] && hack/sglang-args.sh >/dev/null
+[[ -x hack/sglang-env.sh ]] && hack/sglang-env.sh >/dev/null
 [[ -x hack/router-args.sh ]] && hack/router-args.sh 2>/dev/null
 [[ -x hack/api-docs.sh ]] && hack/api-docs.sh >/dev/null
 

@@ -46,6 +46,10 @@ type Config struct {
 	// the fact or change (e.g. "extra_arg.--dtype": "auto"); descriptions show them instead
 	// of "none". They decide nothing.
 	Defaults map[string]string `json:"defaults,omitempty"`
+	// Reasons say why a fact is one, by fact name (e.g. "env.SGLANG_DSV4_KV_LAYOUT": "chooses
+	// the DeepSeek-V4 KV layout ..."); a Breaking change's description ends with it. They
+	// decide nothing.
+	Reasons map[string]string `json:"reasons,omitempty"`
 }
 
 // FactChange is one difference between two configs.
@@ -126,6 +130,9 @@ func FactLabel(name string) string {
 	if flag, ok := strings.CutPrefix(name, FactExtraArgPrefix); ok {
 		return "extra arg " + flag
 	}
+	if v, ok := strings.CutPrefix(name, FactEnvPrefix); ok {
+		return "env " + v
+	}
 	return name
 }
 
@@ -176,6 +183,9 @@ func Classify(old, new Config) Change {
 		case FactTPSize:
 			desc = fmt.Sprintf("TP size of rank-sharded pools %s → %s (every shard's bytes change)", orNone(ov), orNone(nv))
 		}
+		if why := reason(old, new, n); why != "" {
+			desc += " (" + why + ")"
+		}
 		c.add(FactChange{Name: n, Kind: Breaking, Old: ov, New: nv, Description: desc})
 	}
 
@@ -196,6 +206,15 @@ func Classify(old, new Config) Change {
 		name := "extraArgs." + flag
 		c.add(FactChange{Name: name, Kind: Compatible, Old: ov, New: nv,
 			Description: fmt.Sprintf("extra arg %s %s → %s (requests hash to other keys; the bytes behind a key stay the same)", flag, shown(name, ov), shown(name, nv))})
+	}
+	for _, v := range slices.Sorted(maps.Keys(union(os.KeyEnv, ns.KeyEnv))) {
+		ov, nv := os.KeyEnv[v], ns.KeyEnv[v]
+		if ov == nv {
+			continue
+		}
+		name := "env." + v
+		desc := fmt.Sprintf("env %s %s → %s (requests hash to other keys; the bytes behind a key stay the same)", v, shown(name, ov), shown(name, nv))
+		c.add(FactChange{Name: name, Kind: Compatible, Old: ov, New: nv, Description: desc})
 	}
 	ot, nt := old.Topology, new.Topology
 
@@ -235,6 +254,14 @@ func Classify(old, new Config) Change {
 
 	slices.SortStableFunc(c.Changes, func(a, b FactChange) int { return b.Kind.rank() - a.Kind.rank() })
 	return c
+}
+
+// reason is why a fact is a layout fact, as the newer config (or the older) says.
+func reason(old, new Config, name string) string {
+	if r := new.Reasons[name]; r != "" {
+		return r
+	}
+	return old.Reasons[name]
 }
 
 func (c *Change) add(fc FactChange) {

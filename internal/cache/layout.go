@@ -50,6 +50,11 @@ type Settings struct {
 	// ExtraKeyArgs are server flags given beside the spec that change the
 	// keys by themselves (token ids, adapter ids), never the bytes behind one.
 	ExtraKeyArgs map[string]string `json:"extraKeyArgs,omitempty"`
+	// LayoutEnv are environment variables of the serving container (name → value) that change
+	// the bytes behind a key, such as SGLANG_DSV4_KV_LAYOUT; each is a layout fact.
+	LayoutEnv map[string]string `json:"layoutEnv,omitempty"`
+	// KeyEnv are environment variables that change the keys by themselves, never the bytes.
+	KeyEnv map[string]string `json:"keyEnv,omitempty"`
 
 	// Neutral settings: they change neither keys nor bytes.
 	HostMemoryMode string  `json:"hostMemoryMode,omitempty"`
@@ -86,6 +91,9 @@ const (
 	// FactExtraArgPrefix starts the name of a layout fact set by a server
 	// flag given beside the spec: "extra_arg.--dtype".
 	FactExtraArgPrefix = "extra_arg."
+	// FactEnvPrefix starts the name of a layout fact set by an environment variable of the
+	// serving container: "env.SGLANG_DSV4_KV_LAYOUT".
+	FactEnvPrefix = "env."
 )
 
 // LayoutFacts are the facts that decide the bytes behind an unchanged key
@@ -109,6 +117,7 @@ type LayoutFacts map[string]string
 //     read, the image's digest);
 //   - every layout-relevant server flag given beside the spec (extra
 //     arguments such as --dtype or --json-model-override-args), by flag;
+//   - every layout-relevant environment variable of the serving container, by name;
 //   - the draft: algorithm (NEXTN counted as EAGLE, its alias), placement,
 //     packed layer count, draft model, draft host pool kind, draft KV dtype —
 //     only for drafts that keep KV in the host tier (not NGRAM).
@@ -157,6 +166,9 @@ func Facts(t Topology, s Settings) LayoutFacts {
 	setIf(FactSGLangImage, strings.TrimSpace(s.SGLangImage))
 	for flag, v := range s.ExtraLayoutArgs {
 		f[FactExtraArgPrefix+flag] = v
+	}
+	for name, v := range s.LayoutEnv {
+		f[FactEnvPrefix+name] = v
 	}
 
 	d := t.Draft

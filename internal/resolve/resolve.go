@@ -46,6 +46,8 @@ type Resolved struct {
 	// GlobalSegmentSize the global_segment_size rendered for SGLang, which divides it by the
 	// attention-TP size × the PP size and mounts the share on each rank.
 	SegmentPerRank, GlobalSegmentSize int64
+	// Reasons say why each layout fact set by an environment variable is one, by fact name.
+	Reasons map[string]string
 }
 
 // SegmentPerPod is the memory the ranks of one pod lend to the store together.
@@ -99,6 +101,9 @@ func resolveOne(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 	if err := checkPodOverrides(&spec.Template); err != nil {
 		return nil, err
 	}
+	if err := checkVarRefs(spec); err != nil {
+		return nil, err
+	}
 	if spec.Profile != "" {
 		if _, ok := cache.LookupProfile(string(spec.Profile)); !ok {
 			return nil, &UnknownProfileError{Name: string(spec.Profile)}
@@ -128,6 +133,7 @@ func resolveOne(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 	if err != nil {
 		return nil, err
 	}
+	env, _ := ClassifyEnv("spec.template.env", spec.Template.Env) // Settings refused its errors
 	facts := cache.Facts(topo, settings)
 	r := &Resolved{
 		Topology:    topo,
@@ -139,6 +145,7 @@ func resolveOne(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 		ShortHash:   facts.ShortFingerprint(),
 		Namespace:   cache.Namespace(facts),
 		Replicas:    1,
+		Reasons:     envReasons(env),
 	}
 	if spec.Storage != nil && spec.Storage.NamespaceStrategy == hicachev1alpha1.NamespaceFixed {
 		r.Namespace = spec.Storage.Namespace
@@ -367,6 +374,11 @@ func Settings(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings, erro
 		return s, &FieldError{Field: "spec.template.extraArgs", Message: strings.ReplaceAll(err.Error(), "\n", "; "), plain: true}
 	}
 	s.ExtraLayoutArgs, s.ExtraKeyArgs = extra.Layout, extra.Keys
+	env, err := ClassifyEnv("spec.template.env", spec.Template.Env)
+	if err != nil {
+		return s, err
+	}
+	s.LayoutEnv, s.KeyEnv = env.Layout, env.Keys
 	if h.Ratio != "" {
 		ratio, err := strconv.ParseFloat(h.Ratio, 64)
 		if err != nil || math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio <= 1 {
@@ -431,15 +443,32 @@ func (r *Resolved) Config(hcd *hicachev1alpha1.HiCacheDeployment) cache.Config {
 		}{hcd.Spec.Probes, hcd.Spec.Model.WeightsSize})
 		other["probes"] = string(b)
 	}
+	// Variables that change the layout or the keys are in the settings; the neutral ones are
+	// compared one by one (a reference by what it names).
+	for _, e := range hcd.Spec.Template.Env {
+		if d, ok := sglang.EnvDefault(e.Name); ok {
+			defaults[cache.FactEnvPrefix+e.Name] = d
+		}
+		if rule, err := sglang.EnvRuleOf(e.Name); err != nil || rule.Class != sglang.ArgNeutral {
+			continue
+		}
+		v := e.Value
+		if e.ValueFrom != nil {
+			b, _ := json.Marshal(e.ValueFrom)
+			v = "valueFrom " + string(b)
+		}
+		other["env "+e.Name] = v
+	}
 	// The rest of the pod template changes no layout fact.
 	t := hcd.Spec.Template
 	t.ExtraArgs = nil
-	if len(t.Env) > 0 || len(t.Labels) > 0 || len(t.Annotations) > 0 ||
+	t.Env = nil
+	if len(t.Labels) > 0 || len(t.Annotations) > 0 ||
 		len(t.NodeSelector) > 0 || len(t.Tolerations) > 0 || t.ServiceAccountName != "" {
 		b, _ := json.Marshal(t)
 		other["template"] = string(b)
 	}
-	return cache.Config{Topology: r.Topology, Settings: r.Settings, Replicas: r.Replicas, Other: other, Defaults: defaults}
+	return cache.Config{Topology: r.Topology, Settings: r.Settings, Replicas: r.Replicas, Other: other, Defaults: defaults, Reasons: r.Reasons}
 }
 
 // DraftSummary is the draft in a few words, e.g. "DSPARK (packed, 3 layers)".

@@ -56,6 +56,12 @@ func RolesOf(hcd *hicachev1alpha1.HiCacheDeployment) (*Roles, error) {
 		return nil, &FieldError{Field: "metadata.name", Message: fmt.Sprintf(
 			"%q is longer than %d characters, the most a deployment with spec.roles may have: it names the StatefulSets <name>-prefill-<group> and <name>-decode-<group>, whose pods' labels are bounded; choose a shorter name", n, MaxRolesNameLength)}
 	}
+	if err := checkVarRefs(&hcd.Spec); err != nil {
+		return nil, err
+	}
+	if err := checkRoleEnv(roles); err != nil {
+		return nil, err
+	}
 	out := &Roles{DecodeL3: cache.DecodeL3(roles.Decode.L3), Transfer: roles.Transfer}
 	if out.DecodeL3 == "" {
 		out.DecodeL3 = cache.DecodeL3None
@@ -79,7 +85,10 @@ func RolesOf(hcd *hicachev1alpha1.HiCacheDeployment) (*Roles, error) {
 	if err := cache.CheckRolePair(out.Prefill.Topology, out.Decode.Topology, out.DecodeL3, out.Prefill.Facts, out.Decode.Facts); err != nil {
 		return nil, roleProblem(err)
 	}
-	// One namespace for both roles: decode servers continue the prefill's page hashes.
+	// One namespace for both roles: decode servers continue the prefill's page hashes, and the
+	// decode role's own layout variables are facts of it too.
+	fixed := hcd.Spec.Storage != nil && hcd.Spec.Storage.NamespaceStrategy == hicachev1alpha1.NamespaceFixed
+	shareRoleEnv(out, fixed)
 	out.Decode.Namespace = out.Prefill.Namespace
 	if !out.Decode.L3.Writes {
 		out.Decode.SegmentPerRank, out.Decode.GlobalSegmentSize = 0, 0

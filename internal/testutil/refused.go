@@ -172,6 +172,7 @@ func RefusedObjects() []RefusedObject {
 	}
 	out := []RefusedObject{
 		hcd("unknown profile", `profile: GPT5`, `spec.profile: Unsupported value: "GPT5"`),
+		hcd("a variable reference in servedName", `model: {path: m, servedName: "$(HICACHE_ADMIN_API_KEY)"}`, "spec.model.servedName holds a $(NAME) reference"),
 		hcd("no profile and no attention kind", `profile: null`, "set spec.profile to a built-in architecture"),
 		hcd("unknown attention kind", `topology: {attention: GQA2, tensorParallel: 8}`, `spec.topology.attention: Unsupported value: "GQA2"`),
 		hcd("tensor parallel zero", `topology: {tensorParallel: 0}`,
