@@ -54,6 +54,61 @@ GPU = CASE["gpu"]
 # would load the CUDA kernels (sgl_kernel), which the serving image has and this venv has not.
 import torch  # noqa: E402
 
+
+# Packages of the serving image that the conformance venv (hack/sglang/requirements.txt: what
+# SGLang's HiCache storage code needs on CPU) does not install, and that modules the DSpark hook
+# imports to read the draft's config import in turn: SGLang's OpenAI API types (openai), its
+# function-call parsers (partial_json_parser), its expert-distribution metrics (einops). No
+# argument check reads them.
+ABSENT_PACKAGES = ("openai", "partial_json_parser", "einops")
+
+
+def _stub_absent_packages():
+    """STUB: each package of ABSENT_PACKAGES that is not installed becomes a module whose every
+    name is an empty class: a pydantic model for openai's payload types (an empty TypedDict for
+    its *Param request types), an Exception subclass otherwise."""
+    import importlib.abc
+    import importlib.machinery
+    import importlib.util
+    import types
+
+    from pydantic import BaseModel, ConfigDict
+    from typing_extensions import TypedDict
+
+    absent = [p for p in ABSENT_PACKAGES if importlib.util.find_spec(p) is None]
+
+    class _Module(types.ModuleType):
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            if not self.__name__.startswith("openai"):
+                cls = type(name, (Exception,), {"__module__": self.__name__})
+            elif name.endswith("Param"):
+                cls = TypedDict(name, {}, total=False)
+            else:
+                cls = type(name, (BaseModel,), {"model_config": ConfigDict(extra="allow"), "__module__": self.__name__})
+            setattr(self, name, cls)
+            return cls
+
+    class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, fullname, path, target=None):
+            if fullname.split(".")[0] in absent:
+                return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+            return None
+
+        def create_module(self, spec):
+            m = _Module(spec.name)
+            m.__path__ = []
+            return m
+
+        def exec_module(self, module):
+            pass
+
+    sys.meta_path.insert(0, _Finder())
+
+
+_stub_absent_packages()
+
 from sglang.srt.plugins import load_plugins  # noqa: E402
 from sglang.srt.server_args import prepare_server_args  # noqa: E402
 from sglang.srt.runtime_context import override_platform  # noqa: E402
@@ -68,6 +123,10 @@ import sglang.srt.arg_groups as _groups  # noqa: E402
 for _m in pkgutil.iter_modules(_groups.__path__):
     importlib.import_module("sglang.srt.arg_groups." + _m.name)
 import sglang.srt.configs.model_config  # noqa: E402,F401
+
+# Modules the hooks import on first use that load kernels at import time on a CUDA host: imported
+# here, on this CPU host, before the GPU stubs below.
+import sglang.srt.speculative.dspark_components.dspark_config  # noqa: E402,F401
 
 # ---------------------------------------------------------------------------------------------
 # STUBS: the GPU of the nodes the command lines are rendered for, installed after the import and
