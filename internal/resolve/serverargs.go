@@ -97,13 +97,16 @@ var serverArgsRules = []serverArgsRule{
 		},
 	},
 	{
-		sglang: "deepseek_v4_hook.apply_deepseek_v4_defaults: assert speculative_eagle_topk == 1 for EAGLE",
+		sglang: "deepseek_v4_hook.apply_deepseek_v4_defaults: \"Only EAGLE speculative algorithm with topk == 1 is supported for DeepseekV4ForCausalLM\" (checked before SGLang fills in a default top-k)",
 		check: func(in serverArgsInput) *FieldError {
 			d := in.spec.Topology.Draft
-			if in.spec.Profile != "DeepSeekV4" || d == nil || d.Algorithm != "EAGLE" || d.EagleTopK <= 1 {
+			if in.spec.Profile != "DeepSeekV4" || d == nil || d.Algorithm != "EAGLE" || d.EagleTopK == 1 {
 				return nil
 			}
-			return &FieldError{Field: "spec.topology.draft.eagleTopK", Message: fmt.Sprintf("is %d; SGLang runs the EAGLE draft of DeepSeek-V4 only as a chain (top-k 1): set it to 1 or leave it unset", d.EagleTopK)}
+			if d.EagleTopK == 0 {
+				return &FieldError{Field: "spec.topology.draft.eagleTopK", Message: "is not set; SGLang runs the EAGLE draft of DeepSeek-V4 only as a chain and checks for top-k 1 before it fills in a default: set eagleTopK 1 (with numSteps, and numDraftTokens numSteps + 1)"}
+			}
+			return &FieldError{Field: "spec.topology.draft.eagleTopK", Message: fmt.Sprintf("is %d; SGLang runs the EAGLE draft of DeepSeek-V4 only as a chain (top-k 1): set it to 1", d.EagleTopK)}
 		},
 	},
 	{
@@ -235,4 +238,3 @@ func ResolveSkippingSGLangRules(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolv
 func RolesOfSkippingSGLangRules(hcd *hicachev1alpha1.HiCacheDeployment) (*Roles, error) {
 	return rolesOf(hcd, false)
 }
-

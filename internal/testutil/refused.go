@@ -131,7 +131,7 @@ topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE3, modelP
 		hcd("weights from the hub with a token", `model: {revision: 5b0c7e2, source: {hub: {repo: deepseek-ai/DeepSeek-V4, tokenSecretRef: {name: hf-token, key: token}, cacheSizeLimit: 900Gi}}}`),
 		hcd("a startup budget", `probes: {startupSeconds: 3600}`),
 		hcd("prefill and decode roles", "roles: {prefill: {topology: {tensorParallel: 8}, replicas: 2}, decode: {topology: {tensorParallel: 16}}}"),
-		hcd("decode HiCache with MTP", "topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE}}\nroles: {prefill: {}, decode: {l3: HiCache}}"),
+		hcd("decode HiCache with MTP", "topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE, numSteps: 3, eagleTopK: 1, numDraftTokens: 4}}\nroles: {prefill: {}, decode: {l3: HiCache}}"),
 		hcd("prefill buffer_only with decode without L3", "hicache: {hostMemoryMode: buffer_only}\nroles: {prefill: {}, decode: {l3: None}}"),
 		hcd("a prefill/decode router with a policy per role", "roles: {prefill: {}, decode: {}}\nrouter: {prefillPolicy: bucket, decodePolicy: power_of_two}"),
 		hcd("pod overrides of a production deployment", `template:
@@ -202,7 +202,7 @@ topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: NGRAM, modelPa
 		hcd("direct io backend with page_head", `hicache: {ioBackend: direct, memLayout: page_head}`, "spec.hicache.ioBackend direct needs memLayout page_first_direct or layer_first"),
 		hcd("layer_first with an L3 store", `hicache: {memLayout: layer_first}`, "spec.hicache.memLayout layer_first is not supported with the Mooncake L3 store"),
 		hcd("buffer_only with write_back", `hicache: {hostMemoryMode: buffer_only, writePolicy: write_back}`, "spec.hicache.writePolicy write_back does not apply to hostMemoryMode buffer_only"),
-		hcd("sidecar draft without a model", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE, packedLayers: 0}}`,
+		hcd("sidecar draft without a model", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE, numSteps: 3, eagleTopK: 1, packedLayers: 0}}`,
 			"spec.topology.draft.modelPath is required with packedLayers 0"),
 		hcd("ngram draft with packed layers", `profile: DeepSeekV3
 topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: NGRAM, packedLayers: 0}}`,
@@ -210,7 +210,7 @@ topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: NGRAM, packedL
 		hcd("separate draft model packed into the target", `profile: DeepSeekV3
 topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: STANDALONE, modelPath: m, packedLayers: 1}}`,
 			"this algorithm runs a separate draft model: set packedLayers 0"),
-		hcd("host pool of a packed draft", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE, packedLayers: 1, hostPool: MHA}}`,
+		hcd("host pool of a packed draft", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE, numSteps: 3, eagleTopK: 1, packedLayers: 1, hostPool: MHA}}`,
 			"spec.topology.draft.hostPool is for a sidecar draft (packedLayers 0)"),
 		hcd("DSpark packed into a model that is not DeepSeek-V4", "profile: Qwen3\ntopology: {tensorParallel: 4, gpusPerNode: 8, draft: {algorithm: DSPARK, modelPath: m, packedLayers: 3}}",
 			"packs DSpark layers only into a DeepSeek-V4 (DSV4) target"),
@@ -220,7 +220,7 @@ topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: STANDALONE, mo
 			"spec.profile has no built-in layout for this algorithm"),
 		hcd("sidecar draft of the profile without a model", "profile: Llama3\ntopology: {tensorParallel: 8, gpusPerNode: 8, draft: {algorithm: EAGLE}}",
 			"spec.profile keeps this algorithm as a sidecar draft"),
-		hcd("host pool of a draft the profile packs", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE, hostPool: MHA}}`,
+		hcd("host pool of a draft the profile packs", `topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE, numSteps: 3, eagleTopK: 1, hostPool: MHA}}`,
 			"spec.profile packs this algorithm into the target's pools"),
 		hcd("MLA host pool on an MHA model", "profile: Qwen3\ntopology: {tensorParallel: 8, gpusPerNode: 8, draft: {algorithm: EAGLE3, modelPath: m, hostPool: MLA}}",
 			"spec.topology.draft.hostPool MLA needs a rank-replicated target"),
