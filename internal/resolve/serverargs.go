@@ -223,18 +223,18 @@ func checkServerArgs(spec *hicachev1alpha1.HiCacheDeploymentSpec, r *Resolved, r
 	return errors.Join(errs...)
 }
 
-// ResolveSkippingSGLangRules is Resolve without the rules of this file. It exists for the
+// WithoutSGLangRules is Resolve without the rules of this file. It exists for the
 // conformance test (test/conformance), which renders the command lines these rules refuse and
 // asks the pinned SGLang itself whether it refuses them too; the operator never calls it.
-func ResolveSkippingSGLangRules(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
+func WithoutSGLangRules(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 	if hcd.Spec.Roles != nil {
 		return nil, ErrHasRoles
 	}
 	return resolveOne(hcd, false)
 }
 
-// RolesOfSkippingSGLangRules is RolesOf without the rules of this file, for the conformance
-// test like ResolveSkippingSGLangRules.
-func RolesOfSkippingSGLangRules(hcd *hicachev1alpha1.HiCacheDeployment) (*Roles, error) {
+// RolesOfWithoutSGLangRules is RolesOf without the rules of this file, for the conformance
+// test like WithoutSGLangRules.
+func RolesOfWithoutSGLangRules(hcd *hicachev1alpha1.HiCacheDeployment) (*Roles, error) {
 	return rolesOf(hcd, false)
 }

@@ -96,9 +96,9 @@ func TestSGLangRules(t *testing.T) {
 			}
 			// Without the rules the resolver accepts it: the refusal is the rule's.
 			if tc.hcd.Spec.Roles != nil {
-				_, err = resolve.RolesOfSkippingSGLangRules(tc.hcd)
+				_, err = resolve.RolesOfWithoutSGLangRules(tc.hcd)
 			} else {
-				_, err = resolve.ResolveSkippingSGLangRules(tc.hcd)
+				_, err = resolve.WithoutSGLangRules(tc.hcd)
 			}
 			if err != nil && !tc.elsewhere {
 				t.Errorf("refused without the SGLang rules too: %v", err)

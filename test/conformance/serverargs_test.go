@@ -63,7 +63,7 @@ type argsCase struct {
 type operatorVerdict struct {
 	refused string // the operator's message; "" when it renders the spec
 	// lines are the command lines of every role and rank kind, rendered without the resolver's
-	// rules that mirror SGLang's checks (resolve.ResolveSkippingSGLangRules), so that SGLang
+	// rules that mirror SGLang's checks (resolve.WithoutSGLangRules), so that SGLang
 	// can be asked about the specs those rules refuse. Empty when the spec does not reach them.
 	lines []namedLine
 }
@@ -240,7 +240,7 @@ func renderAll(hcd *hicachev1alpha1.HiCacheDeployment, rules bool) ([]namedLine,
 	if hcd.Spec.Roles == nil {
 		resolveFn := resolve.Resolve
 		if !rules {
-			resolveFn = resolve.ResolveSkippingSGLangRules
+			resolveFn = resolve.WithoutSGLangRules
 		}
 		r, err := resolveFn(hcd)
 		if err != nil {
@@ -253,7 +253,7 @@ func renderAll(hcd *hicachev1alpha1.HiCacheDeployment, rules bool) ([]namedLine,
 	} else {
 		rolesFn := resolve.RolesOf
 		if !rules {
-			rolesFn = resolve.RolesOfSkippingSGLangRules
+			rolesFn = resolve.RolesOfWithoutSGLangRules
 		}
 		roles, err := rolesFn(hcd)
 		if err != nil {
