@@ -619,9 +619,9 @@ func containsArgs(args []string, seq ...string) bool {
 }
 
 // A deployment the API accepts gets a ConfigMap the API server takes (at most 1 MiB of data):
-// the plan of 512 ranks (TP 64 × PP 8) is 1.3 MB, so its JSON is left out and its table says so.
+// the plan of 1024 ranks (TP 128 × PP 8) is more than 1 MiB, so its JSON is left out and its table says so.
 func TestBuildConfigMapFitsTheAPIServer(t *testing.T) {
-	h := makeHCD("big").Profile("DeepSeekV4").TP(64).PP(8).Draft("EAGLE3").Obj()
+	h := makeHCD("big").Profile("DeepSeekV4").TP(128).PP(8).Obj()
 	r := mustResolve(t, h)
 	cm, err := buildConfigMap(h, r, nil)
 	if err != nil {
@@ -637,7 +637,7 @@ func TestBuildConfigMapFitsTheAPIServer(t *testing.T) {
 	if _, ok := cm.Data["plan.json"]; ok {
 		t.Error("plan.json is there though it does not fit")
 	}
-	if txt := cm.Data["plan.txt"]; !strings.HasPrefix(txt, "RANK") || !strings.Contains(txt, "plan.json is left out: the plan of 512 ranks") {
+	if txt := cm.Data["plan.txt"]; !strings.HasPrefix(txt, "RANK") || !strings.Contains(txt, "plan.json is left out: the plan of 1024 ranks") {
 		t.Errorf("plan.txt does not hold the table and why plan.json is left out:\n%.300s", txt)
 	}
 	// Once the table does not fit either, the summary and the note stand for it.

@@ -162,10 +162,10 @@ kc get pods -n "${NS}" -o wide --no-headers -l app.kubernetes.io/name=mooncake |
 
 step "A cache-breaking change: DeepSeek-V4's draft goes from DSpark (3 packed layers) to MTP (1 layer)"
 kubectl-hicache diff "${ROOT}/config/samples/hicachedeployment_deepseek_v4.yaml" <(
-  sed -e 's/algorithm: DSPARK/algorithm: NEXTN/' -e '/modelPath: deepseek-ai\/DeepSeek-V4-DSpark/d' \
+  sed -e 's/algorithm: DSPARK/algorithm: EAGLE\n      numSteps: 3\n      eagleTopK: 1\n      numDraftTokens: 4/' -e '/modelPath: deepseek-ai\/DeepSeek-V4-DSpark/d' \
     "${ROOT}/config/samples/hicachedeployment_deepseek_v4.yaml") | sed 's/^/    /' || true
 kc patch hcd deepseek-v4 -n "${NS}" --type merge \
-  -p '{"spec":{"topology":{"draft":{"algorithm":"NEXTN","modelPath":null}}}}' | sed 's/^/    /'
+  -p '{"spec":{"topology":{"draft":{"algorithm":"EAGLE","modelPath":null,"numSteps":3,"eagleTopK":1,"numDraftTokens":4}}}}' | sed 's/^/    /'
 
 step "Watching the namespace rotate and the stale one being flushed"
 new_ns=""

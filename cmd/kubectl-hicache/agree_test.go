@@ -25,7 +25,7 @@ func TestWhatTheCRDAdmitsPlans(t *testing.T) {
 	pick := func(r *rand.Rand, vals ...any) any { return vals[r.IntN(len(vals))] }
 	r := rand.New(rand.NewPCG(11, 3))
 	admitted, failures := 0, map[string]string{}
-	for i := 0; i < 1500; i++ {
+	for i := 0; i < 2000; i++ {
 		topo := map[string]any{
 			"tensorParallel":   pick(r, 1, 2, 4, 8, 16),
 			"pipelineParallel": pick(r, 1, 1, 2),

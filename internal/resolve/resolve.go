@@ -89,11 +89,13 @@ func Resolve(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 	if hcd.Spec.Roles != nil {
 		return nil, ErrHasRoles
 	}
-	return resolveOne(hcd)
+	return resolveOne(hcd, true)
 }
 
 // resolveOne is Resolve of a deployment as one kind of server sees it (spec.roles ignored).
-func resolveOne(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
+// With sglangRules, it also refuses what the pinned SGLang's own argument checks refuse
+// (serverargs.go).
+func resolveOne(hcd *hicachev1alpha1.HiCacheDeployment, sglangRules bool) (*Resolved, error) {
 	spec := &hcd.Spec
 	if err := checkNames(hcd); err != nil {
 		return nil, err
@@ -156,6 +158,11 @@ func resolveOne(hcd *hicachev1alpha1.HiCacheDeployment) (*Resolved, error) {
 	}
 	if err := r.segment(spec.Storage); err != nil {
 		return nil, err
+	}
+	if sglangRules {
+		if err := checkServerArgs(spec, r, "", ""); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }

@@ -71,7 +71,7 @@ func TestResolveSamples(t *testing.T) {
 			// on two nodes, without L3: it lends nothing to the store.
 			prefill:   &groupWant{shape: shape{GPUs: 8, Nodes: 1, GPUsPerPod: 8, Replicas: 2}, writers: 1, segmentGiB: 16},
 			decode:    &groupWant{shape: shape{GPUs: 16, Nodes: 2, GPUsPerPod: 8, Replicas: 1}, writers: 0, segmentGiB: 0},
-			attention: cache.AttentionDSV4, draft: "NEXTN (packed, 1 layer)", router: "prefill/decode",
+			attention: cache.AttentionDSV4, draft: "EAGLE (packed, 1 layer)", router: "prefill/decode",
 		},
 	}
 	for _, file := range hcdSamples(t) {
@@ -216,8 +216,8 @@ func TestResolveGroupShape(t *testing.T) {
 		"DP without DP attention multiplies the GPUs": {
 			hcd: makeHCD("a").TP(4).DP(2).Obj(), want: shape{GPUs: 8, Nodes: 1, GPUsPerPod: 8, Replicas: 1},
 		},
-		"DP4 without DP attention spans two nodes": {
-			hcd: makeHCD("a").TP(4).DP(4).Obj(), want: shape{GPUs: 16, Nodes: 2, GPUsPerPod: 8, Replicas: 1},
+		"DP4 without DP attention fills a 16-GPU node": {
+			hcd: makeHCD("a").TP(4).DP(4).GPUsPerNode(16).Obj(), want: shape{GPUs: 16, Nodes: 1, GPUsPerPod: 16, Replicas: 1},
 		},
 		"DP attention splits the TP group and adds no GPU": {
 			hcd: makeHCD("a").TP(8).DP(4).DPAttention().Obj(), want: shape{GPUs: 8, Nodes: 1, GPUsPerPod: 8, Replicas: 1},

@@ -48,6 +48,10 @@ func (r *Roles) Namespace() string { return r.Prefill.Namespace }
 // pinned SGLang release would not run together, or that would write different bytes under one
 // key.
 func RolesOf(hcd *hicachev1alpha1.HiCacheDeployment) (*Roles, error) {
+	return rolesOf(hcd, true)
+}
+
+func rolesOf(hcd *hicachev1alpha1.HiCacheDeployment, sglangRules bool) (*Roles, error) {
 	roles := hcd.Spec.Roles
 	if roles == nil {
 		return nil, &FieldError{Field: "spec.roles", Message: "is not set: the deployment has no prefill and decode roles"}
@@ -73,10 +77,10 @@ func RolesOf(hcd *hicachev1alpha1.HiCacheDeployment) (*Roles, error) {
 		out.Transfer.BootstrapPort = sglang.DefaultBootstrapPort
 	}
 	var err error
-	if out.Prefill, err = resolveRole(hcd, hicachev1alpha1.RolePrefill, roles.Prefill.RoleSpec, out.DecodeL3); err != nil {
+	if out.Prefill, err = resolveRole(hcd, hicachev1alpha1.RolePrefill, roles.Prefill.RoleSpec, out.DecodeL3, sglangRules); err != nil {
 		return nil, err
 	}
-	if out.Decode, err = resolveRole(hcd, hicachev1alpha1.RoleDecode, roles.Decode.RoleSpec, out.DecodeL3); err != nil {
+	if out.Decode, err = resolveRole(hcd, hicachev1alpha1.RoleDecode, roles.Decode.RoleSpec, out.DecodeL3, sglangRules); err != nil {
 		return nil, err
 	}
 	if err := cache.CheckDecodeL3(out.DecodeL3, out.Decode.Topology); err != nil {
@@ -105,11 +109,16 @@ func roleProblem(err error) error {
 	return err
 }
 
-func resolveRole(hcd *hicachev1alpha1.HiCacheDeployment, role hicachev1alpha1.Role, rs hicachev1alpha1.RoleSpec, mode cache.DecodeL3) (*RoleResolved, error) {
+func resolveRole(hcd *hicachev1alpha1.HiCacheDeployment, role hicachev1alpha1.Role, rs hicachev1alpha1.RoleSpec, mode cache.DecodeL3, sglangRules bool) (*RoleResolved, error) {
 	spec := RoleSpec(hcd, role)
-	r, err := resolveOne(spec)
+	r, err := resolveOne(spec, false)
 	if err != nil {
 		return nil, roleError(role, err)
+	}
+	if sglangRules {
+		if err := checkServerArgs(&spec.Spec, r, role, mode); err != nil {
+			return nil, roleError(role, err)
+		}
 	}
 	plan, err := cache.RolePlan(cache.Role(role), mode, r.Topology)
 	if err != nil {

@@ -33,7 +33,7 @@ import (
 
 // pdSample is the deployment, shipped as a sample: DeepSeek-V4 served by two prefill
 // groups of TP 8 (one node each) and one decode group of TP 16 (two nodes), the decode servers
-// without L3, a NEXTN draft, and a router in front.
+// without L3, an EAGLE (MTP) draft, and a router in front.
 const pdSample = "pd_deepseek_v4.yaml"
 
 // waitRolesReady waits until both roles of a deployment have every group ready and current.
@@ -237,8 +237,8 @@ func TestPDDeploymentRollsRolesInStep(t *testing.T) {
 		if got, _ := flagValue(c.Args, "--disaggregation-mode"); got != role || !strings.HasPrefix(p.Name, name+"-"+role+"-") {
 			t.Errorf("pod %s (role %q) runs --disaggregation-mode %q", p.Name, role, got)
 		}
-		if got, _ := flagValue(c.Args, "--speculative-algorithm"); got != "NEXTN" {
-			t.Errorf("pod %s runs --speculative-algorithm %q, want the sample's NEXTN", p.Name, got)
+		if got, _ := flagValue(c.Args, "--speculative-algorithm"); got != "EAGLE" {
+			t.Errorf("pod %s runs --speculative-algorithm %q, want the sample's EAGLE", p.Name, got)
 		}
 		_, hicache := flagValue(c.Args, "--enable-hierarchical-cache")
 		writes := role == "prefill"
