@@ -65,7 +65,7 @@ func buildAdminKeySecret(hcd *hicachev1alpha1.HiCacheDeployment, key []byte) *co
 }
 
 // keySecretProblem says what is wrong with a Secret a deployment takes a key from, or "" when
-// it holds a non-empty key. field is the spec field that names it; generated is true for the
+// it holds a key resolve.KeyProblem accepts. field is the spec field that names it; generated is true for the
 // operator's own Secret, which must be the deployment's. It never quotes the Secret's data.
 func keySecretProblem(hcd *hicachev1alpha1.HiCacheDeployment, field string, ref hicachev1alpha1.SecretKeyReference, s *corev1.Secret, generated bool) string {
 	if s == nil {
@@ -76,6 +76,9 @@ func keySecretProblem(hcd *hicachev1alpha1.HiCacheDeployment, field string, ref 
 	}
 	if len(s.Data[ref.Key]) == 0 {
 		return fmt.Sprintf("Secret %q, named by %s, has no key %q, or it is empty: add the key to the Secret", ref.Name, field, ref.Key)
+	}
+	if p := resolve.KeyProblem(s.Data[ref.Key]); p != "" {
+		return fmt.Sprintf("Secret %q, named by %s, under %q %s, so the proxy in front of SGLang could not replace every spelling of it in the server's answers: %s", ref.Name, field, ref.Key, p, resolve.KeyAdvice)
 	}
 	return ""
 }

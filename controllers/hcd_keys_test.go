@@ -82,6 +82,7 @@ func TestKeySecretProblem(t *testing.T) {
 		}
 		return s
 	}
+	const good = "canary-0123456789abcdef0123456789abcdef_v1.2"
 	cases := map[string]struct {
 		s         *corev1.Secret
 		generated bool
@@ -90,8 +91,12 @@ func TestKeySecretProblem(t *testing.T) {
 		"missing":                      {s: nil, want: `Secret "s", named by spec.security.adminAPIKeySecretRef, does not exist in namespace default`},
 		"no key":                       {s: secret(map[string][]byte{"other": []byte("x")}, false), want: `has no key "k"`},
 		"empty key":                    {s: secret(map[string][]byte{"k": {}}, false), want: "or it is empty"},
-		"a user's Secret":              {s: secret(map[string][]byte{"k": []byte("canary")}, false)},
-		"generated, ours":              {s: secret(map[string][]byte{"k": []byte("canary")}, true), generated: true},
+		"a user's Secret":              {s: secret(map[string][]byte{"k": []byte(good)}, false)},
+		"generated, ours":              {s: secret(map[string][]byte{"k": []byte(good)}, true), generated: true},
+		"too short":                    {s: secret(map[string][]byte{"k": []byte("canary")}, false), want: `Secret "s", named by spec.security.adminAPIKeySecretRef, under "k" holds a key of 6 bytes, which must be 32 to 512 bytes long`},
+		"a trailing newline":           {s: secret(map[string][]byte{"k": []byte(good + "\n")}, false), want: "byte 44 (whitespace, a trailing newline included)"},
+		"base64 with '+' and '/'":      {s: secret(map[string][]byte{"k": []byte("canary+canary/canary+canary/canary==")}, false), want: "byte 6 is not an ASCII letter"},
+		"a space":                      {s: secret(map[string][]byte{"k": []byte("canary canary canary canary canary")}, false), want: "openssl rand -hex 32"},
 		"generated name, someone else": {s: secret(map[string][]byte{"k": []byte("canary")}, false), generated: true, want: "is not this deployment's"},
 	}
 	for name, tc := range cases {
@@ -113,6 +118,9 @@ func TestGeneratedAdminKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := newAdminKey()
+	if resolve.KeyProblem(a) != "" {
+		t.Errorf("a generated key is refused: %s", resolve.KeyProblem(a))
+	}
 	if len(a) != 43 || string(a) == string(b) {
 		t.Errorf("keys %q and %q: want 43 random base64url characters each", a, b)
 	}

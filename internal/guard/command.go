@@ -12,11 +12,13 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/hicache-io/hicache-operator/internal/resolve"
 )
 
 // KeyEnv are the variables the proxy reads the keys from, to replace them wherever they appear
 // in a redacted answer: the rank container's own (resolve.AdminAPIKeyEnv, resolve.APIKeyEnv).
-var KeyEnv = []string{"HICACHE_ADMIN_API_KEY", "HICACHE_API_KEY"}
+var KeyEnv = []string{resolve.AdminAPIKeyEnv, resolve.APIKeyEnv}
 
 // Forward is one port the proxy serves: it listens on Listen and forwards to Upstream.
 type Forward struct {
@@ -86,7 +88,16 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	var known []string
 	for _, name := range KeyEnv {
-		known = append(known, getenv(name))
+		v := getenv(name)
+		if v == "" {
+			continue
+		}
+		// The operator refuses such a key before any pod runs; a key the proxy could not find
+		// in every spelling would pass, so it is refused here too.
+		if p := resolve.KeyProblem([]byte(v)); p != "" {
+			return fmt.Errorf("$%s %s: %s", name, p, resolve.KeyAdvice)
+		}
+		known = append(known, v)
 	}
 	servers := make([]*http.Server, len(forwards))
 	listeners := make([]net.Listener, len(forwards))

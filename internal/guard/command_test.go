@@ -64,3 +64,20 @@ func TestCommandNeedsAForward(t *testing.T) {
 		}
 	}
 }
+
+// A key the proxy could not find in every spelling of it is refused before anything listens.
+func TestCommandRefusesAnUnsafeKey(t *testing.T) {
+	for _, key := range []string{"short-key-zq", "a key with spaces and thirty-two bytes", "0123456789abcdef0123456789abcdef\n"} {
+		var out bytes.Buffer
+		env := func(name string) string {
+			if name == resolve.AdminAPIKeyEnv {
+				return key
+			}
+			return ""
+		}
+		err := guard.Command(context.Background(), []string{"--listen-host", "127.0.0.2", "--port", "1"}, env, &out)
+		if err == nil || !strings.Contains(err.Error(), "$"+resolve.AdminAPIKeyEnv) || strings.Contains(err.Error(), key) {
+			t.Errorf("key %q: %v, want a refusal naming the variable, not the key", key, err)
+		}
+	}
+}

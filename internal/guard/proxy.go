@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -25,7 +26,8 @@ type refusal string
 
 func (r refusal) Error() string { return string(r) }
 
-// Proxy forwards every request to the SGLang server at upstream (http://127.0.0.1:30000) and
+// Proxy refuses every request whose target is not spelled as SGLang's routes are (CheckRequest),
+// forwards the rest to the SGLang server at upstream (http://127.0.0.1:30000) and
 // answers the paths Redacts names with the secrets taken out; known are the secret values the
 // proxy was given (the keys), also replaced wherever they appear in those answers.
 //
@@ -42,21 +44,25 @@ func Proxy(upstream *url.URL, known []string) http.Handler {
 		MaxIdleConnsPerHost:   1024,
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
 	}
-	return &httputil.ReverseProxy{
+	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
 			pr.SetXForwarded()
-			if Redacts(pr.In.URL.Path) {
-				// The answer must arrive as plain bytes to be rewritten: the transport asks for
-				// gzip itself and decompresses it.
-				pr.Out.Header.Del("Accept-Encoding")
-			}
+			// Every answer must arrive as plain bytes to be scanned for the keys.
+			pr.Out.Header.Set("Accept-Encoding", "identity")
 		},
 		Transport:     transport,
 		FlushInterval: -1,
 		BufferPool:    &bufferPool{},
 		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusSwitchingProtocols {
+				return refusal("the server switched protocols, which the proxy does not pass: it could not take the keys out of what the connection carries")
+			}
+			if ce := resp.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
+				return refusal(fmt.Sprintf("the server's answer is encoded (%s), so the proxy cannot take the keys out of it", ce))
+			}
 			if resp.Request == nil || !Redacts(resp.Request.URL.Path) {
 				return nil
 			}
@@ -73,13 +79,24 @@ func Proxy(upstream *url.URL, known []string) http.Handler {
 			_, _ = fmt.Fprintf(w, `{"error":%q}`+"\n", msg)
 		},
 	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ref := CheckRequest(r.Method, r.RequestURI, r.Header); ref != nil {
+			if ref.Status == http.StatusMethodNotAllowed {
+				w.Header().Set("Allow", strings.Join(Methods, ", "))
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(ref.Status)
+			_, _ = fmt.Fprintf(w, `{"error":%q}`+"\n", ref.Message)
+			return
+		}
+		sw := newScrubWriter(w, known)
+		defer sw.finish()
+		rp.ServeHTTP(sw, r)
+	})
 }
 
 // redactResponse replaces the body of resp by its redaction.
 func redactResponse(resp *http.Response, known []string) error {
-	if ce := resp.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
-		return refusal(fmt.Sprintf("the server's answer is encoded (%s), so the proxy cannot take the keys out of it", ce))
-	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxInfoBody+1))
 	_ = resp.Body.Close()
 	if err != nil {
@@ -88,7 +105,10 @@ func redactResponse(resp *http.Response, known []string) error {
 	if len(b) > MaxInfoBody {
 		return refusal(fmt.Sprintf("the server's answer is larger than the %d bytes the proxy reads to take the keys out of it", MaxInfoBody))
 	}
-	b = RedactBody(b, known)
+	b, ok := RedactBody(b, known)
+	if !ok {
+		return refusal("the server's answer to " + resp.Request.URL.Path + " is not one JSON document, so the proxy cannot find the secrets in it")
+	}
 	resp.Body = io.NopCloser(bytes.NewReader(b))
 	resp.ContentLength = int64(len(b))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(b)))

@@ -16,6 +16,7 @@ package guard
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"path"
 	"slices"
 	"strings"
@@ -58,27 +59,31 @@ func Redacts(urlPath string) bool {
 
 // RedactBody is the answer body b of a redacted path with every secret replaced: each
 // SecretFields member at any depth, the values of SecretFlags in launch_command, and any
-// occurrence of a known secret value (the keys the proxy itself was given) in any string. A body
-// that is not JSON (an error page) keeps its bytes, with the known values replaced.
-func RedactBody(b []byte, known []string) []byte {
+// occurrence of a known secret value (the keys the proxy itself was given) in any string or
+// member name. ok is false for a body that is not exactly one JSON document: where the secret
+// fields are in it cannot be told, so it must not be passed on (an empty body is passed).
+func RedactBody(b []byte, known []string) (out []byte, ok bool) {
 	known = nonEmpty(known)
 	if len(bytes.TrimSpace(b)) == 0 {
-		return b
+		return b, true
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber() // numbers keep their digits
 	var v any
 	if err := dec.Decode(&v); err != nil || dec.More() {
-		return replaceKnown(b, known)
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false
 	}
 	v = redactValue(v, known)
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return replaceKnown(b, known)
+		return nil, false
 	}
-	return bytes.TrimSuffix(out.Bytes(), []byte("\n"))
+	return replaceKnown(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), known), true
 }
 
 func redactValue(v any, known []string) any {

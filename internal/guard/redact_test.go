@@ -74,6 +74,7 @@ func TestRedactBody(t *testing.T) {
 	cases := map[string]struct {
 		in, want string
 		known    []string
+		refused  bool
 	}{
 		"the keys at the top level": {
 			in:   `{"api_key":"` + api + `","admin_api_key":"` + admin + `","model_path":"m","tp_size":8}`,
@@ -111,13 +112,21 @@ func TestRedactBody(t *testing.T) {
 			in:   `{"error":"Unauthorized"}`,
 			want: `{"error":"Unauthorized"}`,
 		},
-		"not JSON: the known keys are replaced in the bytes": {
-			in:   `Internal Server Error: ` + admin,
-			want: `Internal Server Error: <redacted>`,
+		"a known key as a member name": {
+			in:   `{"` + admin + `":1}`,
+			want: `{"<redacted>":1}`,
 		},
-		"two JSON values are not one answer": {
-			in:   `{"a":1} {"admin_api_key":"` + admin + `"}`,
-			want: `{"a":1} {"admin_api_key":"<redacted>"}`,
+		"not JSON is refused": {
+			in:      `Internal Server Error: ` + admin,
+			refused: true,
+		},
+		"two JSON values are not one answer: refused": {
+			in:      `{"a":1} {"ssl_keyfile_password":"pw"}`,
+			refused: true,
+		},
+		"trailing bytes after one value: refused": {
+			in:      `{"a":1} x`,
+			refused: true,
 		},
 		"empty": {in: ``, want: ``},
 	}
@@ -127,7 +136,11 @@ func TestRedactBody(t *testing.T) {
 			if tc.known != nil {
 				k = tc.known
 			}
-			got := string(RedactBody([]byte(tc.in), k))
+			out, ok := RedactBody([]byte(tc.in), k)
+			got := string(out)
+			if ok == tc.refused {
+				t.Fatalf("RedactBody(%s): ok %v, want %v", tc.in, ok, !tc.refused)
+			}
 			if got != tc.want {
 				t.Errorf("RedactBody(%s)\n got %s\nwant %s", tc.in, got, tc.want)
 			}
@@ -153,7 +166,11 @@ func TestRedactBodyKeepsTheRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got map[string]any
-	dec := json.NewDecoder(strings.NewReader(string(RedactBody(b, []string{"k1", "k2"}))))
+	out, ok := RedactBody(b, []string{"k1", "k2"})
+	if !ok {
+		t.Fatal("an answer as SGLang builds it is refused")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
 	dec.UseNumber()
 	if err := dec.Decode(&got); err != nil {
 		t.Fatal(err)

@@ -20,8 +20,8 @@ import (
 )
 
 const (
-	apiKey   = "api-key-7f3a9c"
-	adminKey = "admin-key-2b8e41"
+	apiKey   = "api-key-7f3a9c-0123456789abcdefghijklmn"
+	adminKey = "admin-key-2b8e41-0123456789abcdefghijklmn"
 )
 
 // standin runs the SGLang stand-in (cmd/sglang-standin: the pinned release's argument check,

@@ -1,6 +1,8 @@
 package resolve
 
 import (
+	"fmt"
+
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 )
 
@@ -35,3 +37,41 @@ func APIKeySecret(hcd *hicachev1alpha1.HiCacheDeployment) *hicachev1alpha1.Secre
 	}
 	return nil
 }
+
+// Bounds of a key's length: long enough that a key cannot occur by chance in what the server
+// answers (the proxy in front of it replaces every occurrence), short enough to bound what the
+// proxy holds back of a stream while it could be a key's start.
+const (
+	MinKeyLength = 32
+	MaxKeyLength = 512
+)
+
+// keyByte tells whether c may be in a key: ASCII letters, digits, '-', '_' and '.'. These are
+// the characters every encoding the key can pass through leaves as they are: JSON (any encoder,
+// HTML-safe ones included: no '"', '\', '/', '<', '>', '&' or non-ASCII), URL encoding (RFC
+// 3986 unreserved, so no '+' read as a space), Python's shlex.quote and SGLang's space-joined
+// launch_command (no whitespace). A key so spelled has one spelling in every answer, the one the
+// proxy replaces, and none of Redacted's characters.
+func keyByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.'
+}
+
+// KeyProblem says why v cannot be one of SGLang's keys, or "". It never quotes v.
+func KeyProblem(v []byte) string {
+	if len(v) < MinKeyLength || len(v) > MaxKeyLength {
+		return fmt.Sprintf("holds a key of %d bytes, which must be %d to %d bytes long", len(v), MinKeyLength, MaxKeyLength)
+	}
+	for i, c := range v {
+		if !keyByte(c) {
+			what := fmt.Sprintf("byte %d", i)
+			if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+				what += " (whitespace, a trailing newline included)"
+			}
+			return fmt.Sprintf("holds a key whose %s is not an ASCII letter, digit, '-', '_' or '.'", what)
+		}
+	}
+	return ""
+}
+
+// KeyAdvice is how to make a key that KeyProblem accepts.
+const KeyAdvice = "make one with `openssl rand -hex 32` (and store it without a trailing newline: kubectl create secret generic NAME --from-literal=KEY=\"$(openssl rand -hex 32)\")"

@@ -227,7 +227,17 @@ func TestMissingKeySecretIsReportedThenRecovers(t *testing.T) {
 	if !warned {
 		t.Error("no Warning Event says the Secret is missing")
 	}
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "absent", Namespace: ns}, Data: map[string][]byte{"token": []byte(canary(t, "api"))}})
+	// A key the proxy in front of SGLang could miss in another spelling: too short, and with a
+	// trailing newline (as `echo key > file; kubectl create secret --from-file` stores it).
+	short := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "absent", Namespace: ns}, Data: map[string][]byte{"token": []byte("short\n")}}
+	create(t, short)
+	waitReason("qwen3", hicachev1alpha1.ReasonKeySecretInvalid, `Secret "absent", named by spec.security.apiKeySecretRef, under "token" holds a key of 6 bytes, which must be 32 to 512 bytes long`)
+	if g := groups(t, ns, "qwen3"); len(g) != 0 {
+		t.Errorf("%d serving groups exist with a key the proxy could not take out of answers", len(g))
+	}
+	update(t, short, func(s *corev1.Secret) { s.Data["token"] = []byte(canary(t, "api") + "\n") })
+	waitReason("qwen3", hicachev1alpha1.ReasonKeySecretInvalid, "(whitespace, a trailing newline included)")
+	update(t, short, func(s *corev1.Secret) { s.Data["token"] = []byte(canary(t, "api")) })
 	waitReadyGroups(t, ns, "qwen3", 1)
 
 	// Someone else's Secret under the generated name.
