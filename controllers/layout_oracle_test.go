@@ -124,7 +124,7 @@ type oracleFlagRule struct {
 	why   string
 	// attentionTP: the flag's effect on the bytes is the derived attention-TP item;
 	// mamba: a layout item only with a Mamba pool; extraConfig: split into its JSON keys.
-	attentionTP, mamba, extraConfig bool
+	attentionTP, mamba, extraConfig, offload bool
 }
 
 // renderedFlagRules are the flags the operator renders itself (sglang.Args), with what a change
@@ -150,31 +150,34 @@ var renderedFlagRules = map[string]oracleFlagRule{
 		why: "tied to the number of draft tokens (deepseek_v4_backend.py); not known neutral"},
 	"--speculative-eagle-topk": {class: classDropped,
 		why: "neutral: read in mem_cache only to size device allocations (allocation_sizing.py)"},
-	"--enable-hierarchical-cache":            {class: classLayout, why: "whether the host tier and its L3 writer run at all; not known neutral"},
+	"--enable-hierarchical-cache": {class: classDropped,
+		why: "a writer without it is a decode server offloading to L3, judged by --disaggregation-decode-enable-offload-kvcache"},
 	"--hicache-host-memory-mode":             {class: classLayout, why: "cache or buffer_only host pool; not known neutral"},
 	"--hicache-storage-backend":              {class: classLayout, why: "the backend's own object format"},
 	"--hicache-storage-backend-extra-config": {extraConfig: true, why: "split into its keys"},
-	"--disaggregation-mode":                  {class: classLayout, why: "prefill, decode or none: another writer path; not known neutral"},
-	"--disaggregation-decode-enable-offload-kvcache": {class: classLayout,
-		why: "decode offload builds its own host pool without the hierarchical cache; not known neutral"},
-	"--disaggregation-decode-enable-radix-cache": {class: classLayout, why: "decode servers that cache prefixes; not known neutral"},
-	"--served-model-name":                        {class: classKeys, why: "part of every key (DOMAIN §6)"},
-	"--page-size":                                {class: classKeys, why: "the page hash chains over page-size tokens: every key changes (DOMAIN §6)"},
-	"--tp-size":                                  {attentionTP: true, why: "through the attention-TP size"},
-	"--dp-size":                                  {attentionTP: true, why: "through the attention-TP size"},
-	"--attn-dp-size":                             {attentionTP: true, why: "through the attention-TP size"},
-	"--enable-dp-attention":                      {attentionTP: true, why: "through the attention-TP size"},
-	"--nnodes":                                   {class: classDropped, why: "neutral: how many pods a group spans (placement)"},
-	"--node-rank":                                {class: classDropped, why: "per pod: the node rank"},
-	"--dist-init-addr":                           {class: classDropped, why: "per pod: the group leader's address"},
-	"--host":                                     {class: classDropped, why: "neutral: the listening address"},
-	"--port":                                     {class: classDropped, why: "neutral: the listening port"},
-	"--admin-api-key":                            {class: classDropped, why: "credential"},
-	"--api-key":                                  {class: classDropped, why: "credential"},
-	"--hicache-ratio":                            {class: classDropped, why: "neutral: host pool size (DOMAIN §6)"},
-	"--hicache-size":                             {class: classDropped, why: "neutral: host pool size (DOMAIN §6)"},
-	"--hicache-write-policy":                     {class: classDropped, why: "neutral: when pages are written (DOMAIN §6)"},
-	"--hicache-storage-prefetch-policy":          {class: classDropped, why: "neutral: when pages are read (DOMAIN §6)"},
+	"--disaggregation-mode": {class: classDropped,
+		why: "neutral: prefill and decode servers with HiCache run the ordinary HiRadixCache with the same host pools (docs/compatibility.md, who reads and writes L3)"},
+	"--disaggregation-decode-enable-offload-kvcache": {class: classLayout, offload: true,
+		why: "decode offload writes the decode's device pool alone, no draft or extra pools (DecodeKVCacheOffloadManager): the same bytes only for a kv-only model without a draft"},
+	"--disaggregation-decode-enable-radix-cache": {class: classDropped,
+		why: "neutral: a decode server's HiCache is the ordinary HiRadixCache (decode_hicache_mixin.py)"},
+	"--served-model-name":               {class: classKeys, why: "part of every key (DOMAIN §6)"},
+	"--page-size":                       {class: classKeys, why: "the page hash chains over page-size tokens: every key changes (DOMAIN §6)"},
+	"--tp-size":                         {attentionTP: true, why: "through the attention-TP size"},
+	"--dp-size":                         {attentionTP: true, why: "through the attention-TP size"},
+	"--attn-dp-size":                    {attentionTP: true, why: "through the attention-TP size"},
+	"--enable-dp-attention":             {attentionTP: true, why: "through the attention-TP size"},
+	"--nnodes":                          {class: classDropped, why: "neutral: how many pods a group spans (placement)"},
+	"--node-rank":                       {class: classDropped, why: "per pod: the node rank"},
+	"--dist-init-addr":                  {class: classDropped, why: "per pod: the group leader's address"},
+	"--host":                            {class: classDropped, why: "neutral: the listening address"},
+	"--port":                            {class: classDropped, why: "neutral: the listening port"},
+	"--admin-api-key":                   {class: classDropped, why: "credential"},
+	"--api-key":                         {class: classDropped, why: "credential"},
+	"--hicache-ratio":                   {class: classDropped, why: "neutral: host pool size (DOMAIN §6)"},
+	"--hicache-size":                    {class: classDropped, why: "neutral: host pool size (DOMAIN §6)"},
+	"--hicache-write-policy":            {class: classDropped, why: "neutral: when pages are written (DOMAIN §6)"},
+	"--hicache-storage-prefetch-policy": {class: classDropped, why: "neutral: when pages are read (DOMAIN §6)"},
 	"--hicache-io-backend": {class: classDropped,
 		why: "neutral: the copy engine between device and host; the byte order is --hicache-mem-layout's, compared"},
 	"--disaggregation-transfer-backend": {class: classDropped, why: "neutral: how KV moves between roles, not L3"},
@@ -761,6 +764,9 @@ func argItems(s surface, args []string, env map[string]string, topo cache.Topolo
 			class, why := rule.class, rule.why
 			if rule.mamba && !slices.Contains(topo.Pools, cache.PoolMamba) {
 				class, why = classDropped, "neutral: no Mamba pool, the release does not read it"
+			}
+			if rule.offload && !topo.Draft.Enabled() && !slices.ContainsFunc(topo.Pools, func(p cache.PoolName) bool { return p != cache.PoolKV }) {
+				class, why = classDropped, "neutral: a kv-only model without a draft writes the same kv objects offloaded"
 			}
 			s["arg "+flag] = item{value: v, raw: raws[d], class: class, why: why}
 		default:
