@@ -33,7 +33,13 @@ package controllers
 //     --attn-dp-size and --enable-dp-attention matter through one derived item, the attention-TP
 //     size, compared only when some pool the rank writes is rank-sharded (MHA/GQA target pools,
 //     Mamba state, an MHA sidecar draft; not MHA kv cut into tp_lcm_size head slices by the
-//     page_head layout); --mamba-ssm-dtype only with a Mamba pool;
+//     page_head layout); --mamba-ssm-dtype only with a Mamba pool; --disaggregation-mode and
+//     --disaggregation-decode-enable-radix-cache are neutral (a decode server's HiCache is the
+//     ordinary HiRadixCache), --disaggregation-decode-enable-offload-kvcache only for a model
+//     without a draft whose pools are kv and swa, --enable-hierarchical-cache through that flag;
+//     the operator's mount of the RDMA devices (/dev/infiniband) is the transport; the draft's
+//     --speculative-num-steps, --speculative-num-draft-tokens and --speculative-dspark-block-size
+//     are layout items (not known neutral; the release's source sizes host-side state by them);
 //   - per-pod values: the pod IP, node rank, pod name, the group's rendezvous address and the
 //     operator's own hicache.io/ labels and annotations (hashes, group index) as the downward API
 //     would give them;
@@ -158,7 +164,7 @@ var renderedFlagRules = map[string]oracleFlagRule{
 	"--disaggregation-mode": {class: classDropped,
 		why: "neutral: prefill and decode servers with HiCache run the ordinary HiRadixCache with the same host pools (docs/compatibility.md, who reads and writes L3)"},
 	"--disaggregation-decode-enable-offload-kvcache": {class: classLayout, offload: true,
-		why: "decode offload writes the decode's device pool alone, no draft or extra pools (DecodeKVCacheOffloadManager): the same bytes only for a kv-only model without a draft"},
+		why: "decode offload writes the decode's device pool alone, no draft, indexer or mamba pools (DecodeKVCacheOffloadManager): the same bytes only without those"},
 	"--disaggregation-decode-enable-radix-cache": {class: classDropped,
 		why: "neutral: a decode server's HiCache is the ordinary HiRadixCache (decode_hicache_mixin.py)"},
 	"--served-model-name":               {class: classKeys, why: "part of every key (DOMAIN §6)"},
@@ -765,8 +771,8 @@ func argItems(s surface, args []string, env map[string]string, topo cache.Topolo
 			if rule.mamba && !slices.Contains(topo.Pools, cache.PoolMamba) {
 				class, why = classDropped, "neutral: no Mamba pool, the release does not read it"
 			}
-			if rule.offload && !topo.Draft.Enabled() && !slices.ContainsFunc(topo.Pools, func(p cache.PoolName) bool { return p != cache.PoolKV }) {
-				class, why = classDropped, "neutral: a kv-only model without a draft writes the same kv objects offloaded"
+			if rule.offload && !topo.Draft.Enabled() && !slices.ContainsFunc(topo.Pools, func(p cache.PoolName) bool { return p != cache.PoolKV && p != cache.PoolSWA }) {
+				class, why = classDropped, "neutral: without a draft and with only kv and swa pools the offload writes the prefill's objects (build_kv_host_pool, build_hybrid_swa_stack)"
 			}
 			s["arg "+flag] = item{value: v, raw: raws[d], class: class, why: why}
 		default:
@@ -869,6 +875,11 @@ func mountItems(s surface, prefix string, mounts []corev1.VolumeMount, volumes m
 			MountPropagation *corev1.MountPropagationMode  `json:"mountPropagation,omitempty"`
 		}{v, m.SubPath, kubeletExpand(m.SubPathExpr, env), m.ReadOnly, m.RecursiveReadOnly, m.MountPropagation})
 		name := strings.TrimSpace(prefix + " mount " + m.MountPath)
+		if m.Name == "infiniband" && prefix == "" {
+			// The operator's mount of the RDMA devices: the transport, no file SGLang reads.
+			s[name] = item{value: string(b), raw: string(b), class: classDropped, why: "the RDMA devices: how bytes move, not what they are"}
+			continue
+		}
 		s[name] = item{value: string(b), raw: string(b), class: classLayout, why: "what SGLang reads at " + m.MountPath}
 	}
 }
