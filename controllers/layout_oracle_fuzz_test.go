@@ -290,3 +290,36 @@ func slicesSorted(m map[string][]byte) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// BenchmarkLayoutOracle is the cost of one random input (both specs admitted, resolved, rendered
+// and judged, or refused), with the share of inputs judged.
+func BenchmarkLayoutOracle(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	judged := 0
+	for b.Loop() {
+		data := make([]byte, 64)
+		for j := range data {
+			data[j] = byte(rng.UintN(256))
+		}
+		out, err := runOracle(data, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if out.skipped == "" {
+			judged++
+		}
+	}
+	b.ReportMetric(float64(judged)/float64(b.N), "judged/op")
+}
+
+// BenchmarkLayoutOracleCorpus is the cost of replaying the committed corpus once.
+func BenchmarkLayoutOracleCorpus(b *testing.B) {
+	corpus := oracleCorpus(b)
+	for b.Loop() {
+		for _, data := range corpus {
+			if _, err := runOracle(data, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
