@@ -700,7 +700,7 @@ func argItems(s surface, args []string, env map[string]string, topo cache.Topolo
 	for _, o := range occ {
 		d := o.Argument.Dest
 		v := occValue(o)
-		raw := v
+		var raw string
 		if r, ok := rawByIndex[o.Index]; ok && r.Argument.Dest == d {
 			raw = occValue(r)
 		} else {
