@@ -2,9 +2,9 @@ package store
 
 import (
 	"fmt"
-	"regexp"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"strings"
 )
 
