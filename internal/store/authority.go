@@ -86,13 +86,35 @@ func Authorize(rpcAddress, adminURL, namespace, clusterDomain string, grants []G
 			}
 		}
 	}
-	grantHint := fmt.Sprintf("or ask a cluster administrator for a ClusterCacheStore that lists store %s, the admin URL %s and namespace %s", id, adminURL, namespace)
-	if IsEtcd(rpcAddress) {
+	grantHint := fmt.Sprintf("or ask a cluster administrator for a ClusterCacheStore that lists store %s, the admin URL %s and namespace %s", WithCluster(id, ""), adminURL, namespace)
+	rpc := strings.TrimSpace(rpcAddress)
+	if rest, ok := cutPrefixFold(rpc, EtcdScheme); ok {
+		// The masters of an etcd:// address are not in it: the admin URL is provably one of
+		// them only when it is on a host the address names (etcd and masters on one host).
+		var first Authority
+		for i, e := range strings.FieldsFunc(rest, func(r rune) bool { return r == ';' || r == ',' }) {
+			h, _ := splitHostPort(strings.TrimSpace(e), DefaultEtcdPort)
+			a := sameHost(h, rpcAddress, admin.host, adminURL, namespace, ns, domain, grantHint)
+			if a.Allowed {
+				return a
+			}
+			if i == 0 {
+				first = a
+			}
+		}
 		return Authority{Reason: AuthorityUnprovable, Message: fmt.Sprintf(
-			"spec.mooncake.external.rpcAddress %s names an etcd, not the masters: the operator cannot tell that the admin URL %s is one of this store's masters; ask a cluster administrator for a ClusterCacheStore that lists store %s, its masters' admin URLs and namespace %s", rpcAddress, adminURL, WithCluster(id, ""), namespace)}
+			"spec.mooncake.external.rpcAddress %s names an etcd, not the masters, and the admin URL %s is on none of its hosts (%s): the operator cannot tell that it is one of this store's masters; ask a cluster administrator for a ClusterCacheStore that lists store %s, its masters' admin URLs and namespace %s",
+			rpcAddress, adminURL, first.Message, WithCluster(id, ""), namespace)}
 	}
-	rpcHost, _ := splitHostPort(strings.TrimSpace(rpcAddress), DefaultRPCPort)
-	if strings.EqualFold(strings.TrimSuffix(rpcHost, "."), "localhost") || strings.EqualFold(strings.TrimSuffix(admin.host, "."), "localhost") {
+	rpcHost, _ := splitHostPort(rpc, DefaultRPCPort)
+	return sameHost(rpcHost, rpcAddress, admin.host, adminURL, namespace, ns, domain, grantHint)
+}
+
+// sameHost allows an admin host that is provably the RPC host: the same normal form, a Service
+// of the backend's own namespace or a loopback literal.
+func sameHost(rpcHost, rpcAddress, adminHost, adminURL, namespace, ns, domain, grantHint string) Authority {
+	id := rpcAddress
+	if strings.EqualFold(strings.TrimSuffix(rpcHost, "."), "localhost") || strings.EqualFold(strings.TrimSuffix(adminHost, "."), "localhost") {
 		return Authority{Reason: AuthorityUnprovable, Message: fmt.Sprintf(
 			"the name localhost is refused in spec.mooncake.external (rpcAddress %s, adminURL %s): spell the loopback address 127.0.0.1 on both, %s", rpcAddress, adminURL, grantHint)}
 	}
@@ -100,7 +122,7 @@ func Authorize(rpcAddress, adminURL, namespace, clusterDomain string, grants []G
 		return Authority{Reason: AuthorityUnprovable, Message: fmt.Sprintf(
 			"spec.mooncake.external.rpcAddress %s has a zone or an escape in its host: write the host plainly", rpcAddress)}
 	}
-	rh, ah := normalHost(rpcHost, ns, domain), normalHost(admin.host, ns, domain)
+	rh, ah := normalHost(rpcHost, ns, domain), normalHost(adminHost, ns, domain)
 	if rh != ah {
 		return Authority{Reason: AuthorityOtherHost, Message: fmt.Sprintf(
 			"spec.mooncake.external.adminURL %s names host %s, the rpcAddress %s names host %s: the operator calls only the admin API of the master the RPC address names; make the two hosts the same, %s", adminURL, ah, rpcAddress, rh, grantHint)}

@@ -48,7 +48,12 @@ func TestAuthorize(t *testing.T) {
 		{"ipv6 zone", "[fe80::1%25eth0]:50051", "http://[fe80::1%25eth0]:9003", nil, AuthorityBadAdminURL},
 		{"leading-zero port", "m:50051", "http://m:09003", nil, AuthorityBadAdminURL},
 		{"empty admin url", "m:50051", "", nil, AuthorityBadAdminURL},
-		{"etcd without grant", "etcd://etcd:2379", "http://etcd:9003", nil, AuthorityUnprovable},
+		{"etcd, admin on an etcd host of the namespace", "etcd://etcd:2379", "http://etcd:9003", nil, AuthoritySameHost},
+		{"etcd, admin on the loopback etcd host", "etcd://127.0.0.1:2379;127.0.0.1:2380", "http://127.0.0.1:9003", nil, AuthoritySameHost},
+		{"etcd, admin on another host", "etcd://etcd:2379", "http://master-0:9003", nil, AuthorityUnprovable},
+		{"etcd, admin on B's master", "etcd://etcd:2379", "http://mooncake-master.b:9003", nil, AuthorityUnprovable},
+		{"etcd of namespace b", "etcd://etcd.b:2379", "http://etcd.b:9003", nil, AuthorityUnprovable},
+		{"etcd, admin on a pod ip", "etcd://10.0.0.5:2379", "http://10.0.0.5:9003", nil, AuthorityUnprovable},
 		{"etcd granted", "etcd://etcd.b.svc.cluster.local:2379", "http://10.0.0.7:9003", []Grant{etcdGrant}, AuthorityGranted},
 		{"etcd granted, other master", "etcd://etcd.b:2379", "http://10.0.0.8:9003", []Grant{etcdGrant}, AuthorityUnprovable},
 	} {
