@@ -297,6 +297,11 @@ func (r *CacheFlushReconciler) readBackend(ctx context.Context, s *flushScope) (
 			fmt.Sprintf("CacheBackend %q has no endpoints yet", cb.Name))
 		return stopFor(flushWaitInterval), nil
 	}
+	if a := adminAuthority(&cb, cb.Status.Endpoints.AdminURL, r.Options.StoreGrants); !a.Allowed {
+		set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonStoreRefused,
+			truncate(fmt.Sprintf("CacheBackend %q: the operator does not call its admin URL %s: %s", cb.Name, cb.Status.Endpoints.AdminURL, a.Message), 1024))
+		return stopFor(flushWaitInterval), nil
+	}
 	s.obs.backend, s.obs.ep = &cb, *cb.Status.Endpoints
 	return proceed, nil
 }
