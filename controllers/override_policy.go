@@ -16,8 +16,8 @@ import (
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;list
 
 // overridePolicy tells whether the admission policy that checks the override verb for
-// spec.allowInUse is installed and bound with Deny: looked up at the first flush that asks and
-// again at most every interval.
+// spec.allowInUse is installed and bound with Deny: looked up when a flush over a scope in use
+// asks, again after interval once found.
 type overridePolicy struct {
 	mu       sync.Mutex
 	at       time.Time
@@ -34,7 +34,9 @@ func (p *overridePolicy) get(ctx context.Context, c client.Reader, now time.Time
 	if interval <= 0 {
 		interval = 30 * time.Second
 	}
-	if !p.at.IsZero() && now.Sub(p.at) < interval {
+	// A found policy stands for interval; a missing one is looked for at every ask, so that a
+	// policy installed since counts at once.
+	if p.bound && now.Sub(p.at) < interval {
 		return p.bound, p.why
 	}
 	p.bound, p.why = lookupOverridePolicy(ctx, c)
