@@ -203,3 +203,38 @@ func parseAdminURL(s string) (adminURLParts, error) {
 	}
 	return adminURLParts{scheme: scheme, host: host, port: port}, nil
 }
+
+// ParseGrant reads a grant from the manager's flag: name=<name>;rpc=<address>;admin=<url>[,<url>...];namespaces=<ns>[,<ns>...]
+// ("*" for every namespace). Every key is required once; nothing else is accepted.
+func ParseGrant(s string) (Grant, error) {
+	var g Grant
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ";") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || v == "" || seen[k] {
+			return Grant{}, fmt.Errorf("store grant %q: %q is not key=value, or repeats a key (name, rpc, admin, namespaces)", s, part)
+		}
+		seen[k] = true
+		switch k {
+		case "name":
+			g.Name = v
+		case "rpc":
+			g.RPCAddress = v
+		case "admin":
+			for _, u := range strings.Split(v, ",") {
+				if _, err := parseAdminURL(u); err != nil {
+					return Grant{}, fmt.Errorf("store grant %q: admin URL %q: %v", s, u, err)
+				}
+				g.AdminURLs = append(g.AdminURLs, strings.TrimSpace(u))
+			}
+		case "namespaces":
+			g.Namespaces = strings.Split(v, ",")
+		default:
+			return Grant{}, fmt.Errorf("store grant %q: unknown key %q (name, rpc, admin, namespaces)", s, k)
+		}
+	}
+	if len(seen) != 4 {
+		return Grant{}, fmt.Errorf("store grant %q: name, rpc, admin and namespaces are all required", s)
+	}
+	return g, nil
+}

@@ -68,3 +68,21 @@ func TestAuthorize(t *testing.T) {
 		})
 	}
 }
+
+func TestParseGrant(t *testing.T) {
+	g, err := ParseGrant("name=shared;rpc=m.b.svc:50051;admin=http://m.b.svc:9003,http://m2.b.svc:9003;namespaces=a,c")
+	if err != nil || g.Name != "shared" || g.RPCAddress != "m.b.svc:50051" || len(g.AdminURLs) != 2 || len(g.Namespaces) != 2 {
+		t.Fatalf("ParseGrant = %+v, %v", g, err)
+	}
+	if a := Authorize("m.b:50051", "http://m2.b.svc.cluster.local:9003", "c", "", []Grant{g}); !a.Allowed {
+		t.Errorf("the parsed grant does not allow namespace c: %+v", a)
+	}
+	for _, bad := range []string{
+		"", "name=x;rpc=m:1;admin=http://m:2", "name=x;rpc=m:1;admin=http://u@m:2;namespaces=a",
+		"name=x;rpc=m:1;admin=http://m:2;namespaces=a;extra=1", "name=x;name=y;rpc=m:1;admin=http://m:2;namespaces=a",
+	} {
+		if _, err := ParseGrant(bad); err == nil {
+			t.Errorf("ParseGrant(%q) accepted", bad)
+		}
+	}
+}
