@@ -82,11 +82,11 @@ func Authorize(rpcAddress, adminURL, namespace, clusterDomain string, grants []G
 		for _, u := range g.AdminURLs {
 			if gu, err := parseAdminURL(u); err == nil && gu.key(ns, domain) == admin.key(ns, domain) {
 				return Authority{Allowed: true, Reason: AuthorityGranted, Message: fmt.Sprintf(
-					"The ClusterCacheStore %s grants namespace %s the admin URL %s for store %s", g.Name, namespace, adminURL, id)}
+					"The store grant %s grants namespace %s the admin URL %s for store %s", g.Name, namespace, adminURL, id)}
 			}
 		}
 	}
-	grantHint := fmt.Sprintf("or ask a cluster administrator for a ClusterCacheStore that lists store %s, the admin URL %s and namespace %s", WithCluster(id, ""), adminURL, namespace)
+	grantHint := fmt.Sprintf("or ask a cluster administrator for a store grant (the manager's --store-grant) that lists store %s, the admin URL %s and namespace %s", WithCluster(id, ""), adminURL, namespace)
 	rpc := strings.TrimSpace(rpcAddress)
 	if rest, ok := cutPrefixFold(rpc, EtcdScheme); ok {
 		// The masters of an etcd:// address are not in it: the admin URL is provably one of
@@ -103,7 +103,7 @@ func Authorize(rpcAddress, adminURL, namespace, clusterDomain string, grants []G
 			}
 		}
 		return Authority{Reason: AuthorityUnprovable, Message: fmt.Sprintf(
-			"spec.mooncake.external.rpcAddress %s names an etcd, not the masters, and the admin URL %s is on none of its hosts (%s): the operator cannot tell that it is one of this store's masters; ask a cluster administrator for a ClusterCacheStore that lists store %s, its masters' admin URLs and namespace %s",
+			"spec.mooncake.external.rpcAddress %s names an etcd, not the masters, and the admin URL %s is on none of its hosts (%s): the operator cannot tell that it is one of this store's masters; ask a cluster administrator for a store grant (the manager's --store-grant) that lists store %s, its masters' admin URLs and namespace %s",
 			rpcAddress, adminURL, first.Message, WithCluster(id, ""), namespace)}
 	}
 	rpcHost, _ := splitHostPort(rpc, DefaultRPCPort)
@@ -146,7 +146,7 @@ func sameHost(rpcHost, rpcAddress, adminHost, adminURL, namespace, ns, domain, g
 	}
 	if labels[1] != ns {
 		return Authority{Reason: AuthorityOtherNamespace, Message: fmt.Sprintf(
-			"the store's host %s is a Service of namespace %s, not of this backend's namespace %s: another namespace's master is used only through a ClusterCacheStore; ask a cluster administrator for one that lists store %s, the admin URL %s and namespace %s", rh, labels[1], namespace, id, adminURL, namespace)}
+			"the store's host %s is a Service of namespace %s, not of this backend's namespace %s: another namespace's master is used only through a store grant; ask a cluster administrator for one that lists store %s, the admin URL %s and namespace %s", rh, labels[1], namespace, id, adminURL, namespace)}
 	}
 	return Authority{Allowed: true, Reason: AuthoritySameHost, Message: fmt.Sprintf("The admin URL's host is the RPC address's host, Service %s of namespace %s", rh, namespace)}
 }
