@@ -123,6 +123,11 @@ func sameHost(rpcHost, rpcAddress, adminHost, adminURL, namespace, ns, domain, g
 			"spec.mooncake.external.rpcAddress %s has a zone or an escape in its host: write the host plainly", rpcAddress)}
 	}
 	rh, ah := normalHost(rpcHost, ns, domain), normalHost(adminHost, ns, domain)
+	// Every loopback address (127.0.0.0/8, ::1) reaches the caller's own network namespace:
+	// one host, whichever of them each side spells.
+	if loopback(rh) && loopback(ah) {
+		return Authority{Allowed: true, Reason: AuthoritySameHost, Message: fmt.Sprintf("The admin URL's host %s and the RPC address's host %s are loopback addresses of one host", ah, rh)}
+	}
 	if rh != ah {
 		return Authority{Reason: AuthorityOtherHost, Message: fmt.Sprintf(
 			"spec.mooncake.external.adminURL %s names host %s, the rpcAddress %s names host %s: the operator calls only the admin API of the master the RPC address names; make the two hosts the same, %s", adminURL, ah, rpcAddress, rh, grantHint)}
@@ -149,6 +154,11 @@ func sameHost(rpcHost, rpcAddress, adminHost, adminURL, namespace, ns, domain, g
 			"the store's host %s is a Service of namespace %s, not of this backend's namespace %s: another namespace's master is used only through a store grant; ask a cluster administrator for one that lists store %s, the admin URL %s and namespace %s", rh, labels[1], namespace, id, adminURL, namespace)}
 	}
 	return Authority{Allowed: true, Reason: AuthoritySameHost, Message: fmt.Sprintf("The admin URL's host is the RPC address's host, Service %s of namespace %s", rh, namespace)}
+}
+
+func loopback(host string) bool {
+	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && ip.IsLoopback()
 }
 
 // serviceName is a Service's name (an RFC 1035 label): a label that starts with a digit may be
