@@ -47,7 +47,6 @@ rules:
   - validatingadmissionpolicies
   - validatingadmissionpolicybindings
   verbs:
-  - get
   - list
 - apiGroups:
   - apps
