@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/store"
 )
 
 // BackendProbe is what a store's admin API reported: only what was parsed from it (numbers and
@@ -106,6 +107,9 @@ type backendObs struct {
 	// bound; namespaceCount counts them all.
 	namespaces     []hicachev1alpha1.NamespaceUsage
 	namespaceCount int32
+	// authority is whether the operator may call an external backend's admin URL (nil for a
+	// managed backend).
+	authority *store.Authority
 }
 
 // backendScope is one reconcile of a CacheBackend.
@@ -121,6 +125,7 @@ func (r *CacheBackendReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	return kindSteps[*hicachev1alpha1.CacheBackend, *backendObs]{
 		phases: []phase[*backendScope]{
 			{"apply the etcd", r.applyEtcd},
+			{"authorize the store", r.authorizeStore},
 			{"apply the master", r.applyMaster},
 			{"probe the master", r.probeMaster},
 			{"roll the store pods", r.rollStores},
@@ -141,6 +146,23 @@ func (r *CacheBackendReconciler) applyEtcd(ctx context.Context, s *backendScope)
 		return proceed, statusUnknown(fmt.Errorf("applying the managed etcd: %w", err))
 	}
 	return proceed, nil
+}
+
+// authorizeStore stops the reconcile of an external backend whose admin URL is not provably its
+// store's (adminAuthority): nothing is probed, flushed or counted, the status publishes no
+// endpoints and its conditions say why.
+func (r *CacheBackendReconciler) authorizeStore(_ context.Context, s *backendScope) (step, error) {
+	ext := s.obj.Spec.Mooncake.External
+	if ext == nil {
+		return proceed, nil
+	}
+	a := adminAuthority(s.obj, ext.AdminURL, r.Options.StoreGrants)
+	s.obs.authority = &a
+	if a.Allowed {
+		return proceed, nil
+	}
+	r.probes.forget(client.ObjectKeyFromObject(s.obj))
+	return stopFor(r.Options.BackendPollInterval), nil
 }
 
 // applyMaster applies a managed master's children; the endpoints of either kind follow from
@@ -222,6 +244,19 @@ func backendStatus(stored *hicachev1alpha1.CacheBackendStatus, cb *hicachev1alph
 	st.Endpoints = obs.endpoints
 	st.StoreID = storeIDOf(cb)
 	setBackendConditions(st, cb.Generation, now, obs.deployed, obs.probe)
+	if a := obs.authority; a != nil {
+		set := conditionsOf(&st.Conditions, cb.Generation, now).set
+		if a.Allowed {
+			set(hicachev1alpha1.ConditionStoreAuthorized, true, a.Reason, a.Message)
+		} else {
+			msg := "Refused: " + a.Message
+			st.Endpoints = nil
+			for _, c := range []string{hicachev1alpha1.ConditionStoreAuthorized, hicachev1alpha1.ConditionMasterReachable,
+				hicachev1alpha1.ConditionServiceReady, hicachev1alpha1.ConditionReady} {
+				set(c, false, hicachev1alpha1.ReasonStoreRefused, msg)
+			}
+		}
+	}
 	setHAStatus(st, cb, obs.deployed, obs.probe, metav1.NewTime(now))
 	setEtcdCondition(st, cb, now)
 	st.Namespaces, st.NamespaceCount = obs.namespaces, obs.namespaceCount

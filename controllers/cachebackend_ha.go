@@ -378,6 +378,12 @@ func (r *CacheBackendReconciler) probeOnce(ctx context.Context, cb *hicachev1alp
 	rec.Probe, rec.Err = r.Admin.Probe(ctx, target)
 	if rec.Err == nil && rec.Probe.Standby && store.IsEtcd(ep.RPCAddress) {
 		if u := adminURLAt(ep.AdminURL, leaderHost(rec.Probe.Leader)); u != "" && u != target {
+			// The leader's address is the masters' word: it is called only when it is
+			// provably this store's too.
+			if a := adminAuthority(cb, u, r.Options.StoreGrants); !a.Allowed {
+				rec.Err = fmt.Errorf("the standby names the leader at %s, which the operator does not call: %s", u, a.Message)
+				return rec
+			}
 			rec.LeaderAdminURL = u
 			rec.Probe, rec.Err = r.Admin.Probe(ctx, u)
 		}

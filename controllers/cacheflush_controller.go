@@ -39,9 +39,12 @@ type CacheFlushReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Options   Options
-	Admin     StoreAdmin
-	Flusher   NamespaceFlusher
-	Clock     clock.PassiveClock
+
+	// override caches whether the admission policy of spec.allowInUse is bound.
+	override overridePolicy
+	Admin    StoreAdmin
+	Flusher  NamespaceFlusher
+	Clock    clock.PassiveClock
 
 	// running holds one lock per backend: flushes of different backends run side by side (a
 	// slow or unreachable store never holds up another), flushes of one backend one at a time.
@@ -295,6 +298,11 @@ func (r *CacheFlushReconciler) readBackend(ctx context.Context, s *flushScope) (
 	if ep := cb.Status.Endpoints; ep == nil || ep.AdminURL == "" {
 		set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForBackend,
 			fmt.Sprintf("CacheBackend %q has no endpoints yet", cb.Name))
+		return stopFor(flushWaitInterval), nil
+	}
+	if a := adminAuthority(&cb, cb.Status.Endpoints.AdminURL, r.Options.StoreGrants); !a.Allowed {
+		set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonStoreRefused,
+			truncate(fmt.Sprintf("CacheBackend %q: the operator does not call its admin URL %s: %s", cb.Name, cb.Status.Endpoints.AdminURL, a.Message), 1024))
 		return stopFor(flushWaitInterval), nil
 	}
 	s.obs.backend, s.obs.ep = &cb, *cb.Status.Endpoints
@@ -654,15 +662,19 @@ func (r *CacheFlushReconciler) checkInUse(ctx context.Context, s *flushScope) (s
 		return proceed, nil
 	}
 	what := describeScope(cf)
-	if cf.Spec.AllowInUse {
+	in := overrideInput{AllowInUse: cf.Spec.AllowInUse, FlushNamespace: cf.Namespace, UserNamespaces: use.namespaces()}
+	if in.AllowInUse {
+		in.PolicyBound, in.PolicyWhy = r.override.get(ctx, r.APIReader, s.now)
+	}
+	v := planOverride(in)
+	if v.Run {
 		if c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionComplete); c == nil || c.Reason != hicachev1alpha1.ReasonRunning {
 			r.Recorder.Eventf(cf, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonInUse, "Flush",
 				"spec.allowInUse is set: flushing %s although %s uses it; their cache starts cold", what, use.describe(cf.Namespace))
 		}
 		return proceed, nil
 	}
-	msg := truncate(fmt.Sprintf("%s is in use by %s; the flush runs once nothing uses it (spec.allowInUse overrides this, for holders of the override verb)",
-		inUseSubject(cf, scope.store), use.describe(cf.Namespace)), 1024)
+	msg := truncate(fmt.Sprintf("%s is in use by %s; %s", inUseSubject(cf, scope.store), use.describe(cf.Namespace), v.Why), 1024)
 	if c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionComplete); c == nil || c.Reason != hicachev1alpha1.ReasonInUse {
 		r.Recorder.Eventf(cf, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonInUse, "Flush", "%s", msg)
 	}

@@ -3,6 +3,7 @@ package controllers
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -459,3 +460,64 @@ func recoverAttempt(cf *hicachev1alpha1.CacheFlush, p flushPolicy, n int32, keys
 
 // errAttemptTimedOut marks an attempt stopped at its deadline.
 var errAttemptTimedOut = errors.New("attempt timed out")
+
+// overrideInput is what decides whether spec.allowInUse may flush a scope in use.
+type overrideInput struct {
+	// AllowInUse is the flush's spec.allowInUse.
+	AllowInUse bool
+	// FlushNamespace is the flush's Kubernetes namespace.
+	FlushNamespace string
+	// UserNamespaces are the Kubernetes namespaces of every user of the scope, on any backend
+	// of the store (empty: nothing uses it).
+	UserNamespaces []string
+	// PolicyBound says the admission policy that lets only holders of the override verb set
+	// spec.allowInUse, and its binding, were found (the manager looks at startup and every poll).
+	PolicyBound bool
+	// PolicyWhy says why it was not found.
+	PolicyWhy string
+	// ClusterGrant says a cluster administrator granted this flush's namespace overrides of
+	// users in other namespaces.
+	ClusterGrant bool
+}
+
+// overrideVerdict is what planOverride decided.
+type overrideVerdict struct {
+	// Run says the flush may run now.
+	Run bool
+	// Overridden says it runs although the scope is in use.
+	Overridden bool
+	// Why is the condition's message when it waits.
+	Why string
+}
+
+// planOverride decides whether a flush runs over a scope in use. Nothing in use: it runs. In use
+// without spec.allowInUse: it waits. With it, the controller does not take the admission
+// policy's word alone: the override runs only when the policy and its binding are present (a
+// flush created without them was never checked for the verb) and every user is in the flush's
+// own namespace (the verb was checked there only), or a cluster administrator's grant covers
+// users in other namespaces.
+func planOverride(in overrideInput) overrideVerdict {
+	if len(in.UserNamespaces) == 0 {
+		return overrideVerdict{Run: true}
+	}
+	if !in.AllowInUse {
+		return overrideVerdict{Why: "the flush runs once nothing uses it (spec.allowInUse overrides this, for holders of the override verb)"}
+	}
+	if !in.PolicyBound {
+		why := in.PolicyWhy
+		if why == "" {
+			why = "it was not found"
+		}
+		return overrideVerdict{Why: fmt.Sprintf("spec.allowInUse is not honoured: the ValidatingAdmissionPolicy flush-override and its binding, which check the override verb, are not both present (%s), so nothing checked that the flush's creator holds it; install config/admission (the chart installs it), or let the flush wait until nothing uses the scope", why)}
+	}
+	var others []string
+	for _, ns := range in.UserNamespaces {
+		if ns != in.FlushNamespace {
+			others = append(others, ns)
+		}
+	}
+	if len(others) > 0 && !in.ClusterGrant {
+		return overrideVerdict{Why: fmt.Sprintf("spec.allowInUse is not honoured: users in namespaces %s are not the flush's namespace %s, where alone the override verb was checked; a cluster-wide override needs a cluster administrator's grant, or the flush waits until nothing there uses the scope", strings.Join(others, ", "), in.FlushNamespace)}
+	}
+	return overrideVerdict{Run: true, Overridden: true}
+}

@@ -417,7 +417,7 @@ func TestUsersOf(t *testing.T) {
 		"its pods, mid-rollout off it, and another namespace": {
 			scope: storeScope{namespace: "hc-a"},
 			pods:  []corev1.Pod{pod("team-a", "q", "hc-a", corev1.PodRunning), pod("team-a", "q", "hc-a", corev1.PodPending), pod("team-a", "r", "hc-b", corev1.PodRunning)},
-			want:  storeUse{deployments: []string{"team-a/q"}, pods: 2}},
+			want:  storeUse{deployments: []string{"team-a/q"}, pods: 2, podNamespaces: []string{"team-a"}}},
 		"finished pods write nothing": {
 			scope: storeScope{namespace: "hc-a"},
 			pods:  []corev1.Pod{pod("team-a", "q", "hc-a", corev1.PodSucceeded), pod("team-a", "q", "hc-a", corev1.PodFailed)}},
@@ -425,7 +425,7 @@ func TestUsersOf(t *testing.T) {
 			scope:   storeScope{},
 			pods:    []corev1.Pod{pod("team-a", "q", "hc-a", corev1.PodRunning)},
 			writers: []hicachev1alpha1.HiCacheDeployment{writer("team-b", "dsv4", "hc-b", ""), writer("team-c", "k", "fixed", "")},
-			want:    storeUse{deployments: []string{"team-a/q", "team-b/dsv4", "team-c/k"}, pods: 1}},
+			want:    storeUse{deployments: []string{"team-a/q", "team-b/dsv4", "team-c/k"}, pods: 1, podNamespaces: []string{"team-a"}}},
 		"a deployment draining for this flush: its claim does not count": {
 			scope:   storeScope{namespace: "fixed", draining: "team-a/d"},
 			writers: []hicachev1alpha1.HiCacheDeployment{writer("team-a", "d", "fixed", hicachev1alpha1.ReasonWaitingForFlush)}},
@@ -437,12 +437,12 @@ func TestUsersOf(t *testing.T) {
 			scope:   storeScope{namespace: "fixed", draining: "team-a/d"},
 			pods:    []corev1.Pod{pod("team-a", "d", "fixed", corev1.PodRunning)},
 			writers: []hicachev1alpha1.HiCacheDeployment{writer("team-a", "d", "fixed", hicachev1alpha1.ReasonWaitingForFlush)},
-			want:    storeUse{deployments: []string{"team-a/d"}, pods: 1}},
+			want:    storeUse{deployments: []string{"team-a/d"}, pods: 1, podNamespaces: []string{"team-a"}}},
 		"the asking deployment is ignored, pods and claim": {
 			scope:   storeScope{namespace: "fixed", ignore: "team-a/d"},
 			pods:    []corev1.Pod{pod("team-a", "d", "fixed", corev1.PodRunning), pod("team-b", "d", "fixed", corev1.PodRunning)},
 			writers: []hicachev1alpha1.HiCacheDeployment{writer("team-a", "d", "fixed", "")},
-			want:    storeUse{deployments: []string{"team-b/d"}, pods: 1}},
+			want:    storeUse{deployments: []string{"team-b/d"}, pods: 1, podNamespaces: []string{"team-b"}}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -286,7 +286,9 @@ func (r *HiCacheDeploymentReconciler) checkLeader(ctx context.Context, backend *
 	if ep := backend.Status.Endpoints; ep != nil {
 		o.AdminURL = ep.AdminURL
 	}
-	if r.Options.Admin == nil {
+	if a := adminAuthority(backend, o.AdminURL, r.Options.StoreGrants); o.AdminURL != "" && !a.Allowed {
+		o.AskErr = errors.New("the operator does not call the backend's admin URL: " + a.Message)
+	} else if r.Options.Admin == nil {
 		o.AskErr = errors.New("the operator has no admin client")
 	} else if o.AdminURL != "" {
 		actx, cancel := context.WithTimeout(ctx, r.Options.ProbeTimeout)

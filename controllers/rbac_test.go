@@ -118,12 +118,14 @@ var rbacUses = map[grant]string{
 	{"batch", "jobs", "patch"}:  "JobFlusher.FlushNamespace: applier.apply",
 	{"batch", "jobs", "delete"}: "CacheFlushReconciler.cleanupJobs",
 
-	{"networking.k8s.io", "networkpolicies", "get"}:    "HiCacheDeploymentReconciler.reconcileChildren: applier.apply reads the current one",
-	{"networking.k8s.io", "networkpolicies", "list"}:   "HiCacheDeploymentReconciler.SetupWithManager: Owns NetworkPolicy",
-	{"networking.k8s.io", "networkpolicies", "watch"}:  "HiCacheDeploymentReconciler.SetupWithManager: Owns NetworkPolicy",
-	{"networking.k8s.io", "networkpolicies", "create"}: "HiCacheDeploymentReconciler.reconcileChildren, CacheBackendReconciler.reconcileMaster, CacheBackendReconciler.reconcileEtcd: applier.apply",
-	{"networking.k8s.io", "networkpolicies", "patch"}:  "HiCacheDeploymentReconciler.reconcileChildren, CacheBackendReconciler.reconcileMaster, CacheBackendReconciler.reconcileEtcd: applier.apply",
-	{"networking.k8s.io", "networkpolicies", "delete"}: "HiCacheDeploymentReconciler.executeGroupPlan, CacheBackendReconciler.removeEtcd: a removed group's policy, the policy of an etcd a backend no longer runs",
+	{"admissionregistration.k8s.io", "validatingadmissionpolicies", "list"}:       "CacheFlushReconciler.checkInUse: lookupOverridePolicy lists them past the cache",
+	{"admissionregistration.k8s.io", "validatingadmissionpolicybindings", "list"}: "CacheFlushReconciler.checkInUse: lookupOverridePolicy lists them past the cache",
+	{"networking.k8s.io", "networkpolicies", "get"}:                               "HiCacheDeploymentReconciler.reconcileChildren: applier.apply reads the current one",
+	{"networking.k8s.io", "networkpolicies", "list"}:                              "HiCacheDeploymentReconciler.SetupWithManager: Owns NetworkPolicy",
+	{"networking.k8s.io", "networkpolicies", "watch"}:                             "HiCacheDeploymentReconciler.SetupWithManager: Owns NetworkPolicy",
+	{"networking.k8s.io", "networkpolicies", "create"}:                            "HiCacheDeploymentReconciler.reconcileChildren, CacheBackendReconciler.reconcileMaster, CacheBackendReconciler.reconcileEtcd: applier.apply",
+	{"networking.k8s.io", "networkpolicies", "patch"}:                             "HiCacheDeploymentReconciler.reconcileChildren, CacheBackendReconciler.reconcileMaster, CacheBackendReconciler.reconcileEtcd: applier.apply",
+	{"networking.k8s.io", "networkpolicies", "delete"}:                            "HiCacheDeploymentReconciler.executeGroupPlan, CacheBackendReconciler.removeEtcd: a removed group's policy, the policy of an etcd a backend no longer runs",
 
 	// The events recorder of every controller creates an event and patches its series.
 	{"events.k8s.io", "events", "create"}: "Setup: mgr.GetEventRecorder",

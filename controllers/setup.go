@@ -16,6 +16,7 @@ import (
 
 	"github.com/hicache-io/hicache-operator/internal/images"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/store"
 )
 
 // Defaults for images a spec may leave empty.
@@ -92,6 +93,10 @@ type Options struct {
 	// the operator to the masters' admin ports from there only. Empty admits pods labelled as the
 	// operator in any namespace.
 	OperatorNamespace string
+	// StoreGrants are a cluster administrator's grants of stores the rules of store.Authorize
+	// cannot prove a backend's own (another namespace's master, IP literals, the masters of an
+	// etcd:// address); the operator calls no other admin URL of an external backend.
+	StoreGrants []store.Grant
 	// FlushAttemptTimeout is the deadline of one flush attempt (0: 3 minutes).
 	FlushAttemptTimeout time.Duration
 	// FlushMaxAttempts is how many attempts a flush gets before it is Failed for good (0: 5).

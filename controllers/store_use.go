@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -99,6 +100,26 @@ type storeUse struct {
 	deployments []string
 	// pods is the number of serving pods that write the scope.
 	pods int
+	// podNamespaces are the Kubernetes namespaces of those pods, sorted, without duplicates.
+	podNamespaces []string
+}
+
+// namespaces are the Kubernetes namespaces of every user, sorted, without duplicates.
+func (u storeUse) namespaces() []string {
+	set := map[string]bool{}
+	for _, d := range u.deployments {
+		ns, _, _ := strings.Cut(d, "/")
+		set[ns] = true
+	}
+	for _, ns := range u.podNamespaces {
+		set[ns] = true
+	}
+	out := make([]string, 0, len(set))
+	for ns := range set {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (u storeUse) inUse() bool { return len(u.deployments) > 0 || u.pods > 0 }
@@ -162,6 +183,10 @@ func usersOf(scope storeScope, pods []corev1.Pod, writers []hicachev1alpha1.HiCa
 			continue
 		}
 		u.pods++
+		if !slices.Contains(u.podNamespaces, p.Namespace) {
+			u.podNamespaces = append(u.podNamespaces, p.Namespace)
+			sort.Strings(u.podNamespaces)
+		}
 		if d != "" {
 			seen[p.Namespace+"/"+d] = true
 		}

@@ -334,6 +334,13 @@ const (
 	// ConditionStandbyAvailable is True when a master with HA has a standby ready to take over;
 	// False when the backend runs without one (a failure of its master then stops the store).
 	ConditionStandbyAvailable = "StandbyAvailable"
+	// ConditionStoreAuthorized is True when the operator may call the backend's admin URL: a
+	// managed master, an admin URL on the host the RPC address names (a Service of the backend's
+	// own namespace, or loopback), or one a cluster administrator granted. False names the
+	// field, why and what to do; nothing is called then.
+	ConditionStoreAuthorized = "StoreAuthorized"
+	// ReasonStoreRefused: the admin URL is not provably the store's; nothing is called.
+	ReasonStoreRefused = "StoreRefused"
 
 	// ReasonLeaderChanged is the Event of a failover: the masters elected another leader.
 	ReasonLeaderChanged = "LeaderChanged"

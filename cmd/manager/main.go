@@ -31,6 +31,7 @@ import (
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/controllers"
 	"github.com/hicache-io/hicache-operator/internal/guard"
+	"github.com/hicache-io/hicache-operator/internal/store"
 )
 
 func main() {
@@ -88,6 +89,13 @@ func main() {
 	flag.DurationVar(&opts.FlushBackoff, "flush-backoff", 10*time.Second, "Wait after a flush's first failed attempt; doubled after each next one")
 	flag.DurationVar(&opts.FlushBackoffMax, "flush-backoff-max", 5*time.Minute, "Longest wait between two attempts of a flush")
 	zapOpts := zap.Options{Development: false}
+	flag.Func("store-grant", "A store backends may use although the operator cannot prove it theirs (another namespace's master, an IP literal, the masters of an etcd:// address): name=<name>;rpc=<address>;admin=<url>[,<url>...];namespaces=<ns>[,<ns>...] (\"*\": every namespace); repeatable. Only whoever configures the manager grants one", func(v string) error {
+		g, err := store.ParseGrant(v)
+		if err == nil {
+			opts.StoreGrants = append(opts.StoreGrants, g)
+		}
+		return err
+	})
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))

@@ -42,6 +42,13 @@ rules:
   - patch
   - watch
 - apiGroups:
+  - admissionregistration.k8s.io
+  resources:
+  - validatingadmissionpolicies
+  - validatingadmissionpolicybindings
+  verbs:
+  - list
+- apiGroups:
   - apps
   resources:
   - deployments
