@@ -273,7 +273,14 @@ func (g *specGen) mutateSpec(spec *hicachev1alpha1.HiCacheDeploymentSpec) {
 	case 2:
 		g.mutateEnv(&spec.Template.Env)
 	case 3:
+		// An image of a release the operator has no arguments of, or one it cannot read a
+		// release from, runs only when the spec names the checked release it is equivalent to:
+		// the generator says so, so that such a change is judged, not refused.
 		spec.SGLang.Image = g.pick(genImages)
+		spec.SGLang.CompatibleRelease = ""
+		if !strings.HasPrefix(spec.SGLang.Image, "lmsysorg/sglang:v0.5.23") || strings.Contains(spec.SGLang.Image, ".post") {
+			spec.SGLang.CompatibleRelease = "0.5.23"
+		}
 	default:
 		sch, _ := oracleCRDSchema()
 		g.walk(reflect.ValueOf(spec).Elem(), sch, "spec", 0)
