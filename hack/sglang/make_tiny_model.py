@@ -125,7 +125,7 @@ def main() -> int:
         # the target's layers, loaded by SGLang's DeepseekV3ForCausalLMNextN.
         config.num_nextn_predict_layers = 1
     config.initializer_range = args.init_std
-    model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     gen = torch.Generator().manual_seed(args.seed)
     with torch.no_grad():
         for name, param in sorted(model.named_parameters()):
