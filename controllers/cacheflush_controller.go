@@ -295,6 +295,12 @@ func (r *CacheFlushReconciler) readBackend(ctx context.Context, s *flushScope) (
 		}
 		return proceed, fmt.Errorf("reading CacheBackend %s: %w", cf.Spec.BackendRef.Name, err)
 	}
+	if c := meta.FindStatusCondition(cb.Status.Conditions, hicachev1alpha1.ConditionStoreAuthorized); c != nil && c.Status == metav1.ConditionFalse {
+		// A refused backend publishes no endpoints: say why rather than that there are none.
+		set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonStoreRefused,
+			truncate(fmt.Sprintf("CacheBackend %q is refused, so the operator calls no admin URL of it: %s", cb.Name, c.Message), 1024))
+		return stopFor(flushWaitInterval), nil
+	}
 	if ep := cb.Status.Endpoints; ep == nil || ep.AdminURL == "" {
 		set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonWaitingForBackend,
 			fmt.Sprintf("CacheBackend %q has no endpoints yet", cb.Name))

@@ -94,7 +94,7 @@ func Authorize(rpcAddress, adminURL, namespace, clusterDomain string, grants []G
 		var first Authority
 		for i, e := range strings.FieldsFunc(rest, func(r rune) bool { return r == ';' || r == ',' }) {
 			h, _ := splitHostPort(strings.TrimSpace(e), DefaultEtcdPort)
-			a := sameHost(h, rpcAddress, admin.host, adminURL, namespace, ns, domain, grantHint)
+			a := sameHost(h, rpcAddress, admin.host, adminURL, namespace, ns, domain, grantHint, true)
 			if a.Allowed {
 				return a
 			}
@@ -107,12 +107,16 @@ func Authorize(rpcAddress, adminURL, namespace, clusterDomain string, grants []G
 			rpcAddress, adminURL, first.Message, WithCluster(id, ""), namespace)}
 	}
 	rpcHost, _ := splitHostPort(rpc, DefaultRPCPort)
-	return sameHost(rpcHost, rpcAddress, admin.host, adminURL, namespace, ns, domain, grantHint)
+	return sameHost(rpcHost, rpcAddress, admin.host, adminURL, namespace, ns, domain, grantHint, false)
 }
 
 // sameHost allows an admin host that is provably the RPC host: the same normal form, a Service
-// of the backend's own namespace or a loopback literal.
-func sameHost(rpcHost, rpcAddress, adminHost, adminURL, namespace, ns, domain, grantHint string) Authority {
+// of the backend's own namespace or a loopback literal. anyLoopback lets two different loopback
+// addresses count as one host: only for an etcd:// address, whose masters are not named in it
+// and run beside the etcd in one network namespace when both are on loopback. A single master's
+// RPC address names its host exactly, and a loopback address other than the admin URL's is
+// another master (another tenant's, on one machine), so there the two must be the same address.
+func sameHost(rpcHost, rpcAddress, adminHost, adminURL, namespace, ns, domain, grantHint string, anyLoopback bool) Authority {
 	id := rpcAddress
 	if strings.EqualFold(strings.TrimSuffix(rpcHost, "."), "localhost") || strings.EqualFold(strings.TrimSuffix(adminHost, "."), "localhost") {
 		return Authority{Reason: AuthorityUnprovable, Message: fmt.Sprintf(
@@ -124,8 +128,8 @@ func sameHost(rpcHost, rpcAddress, adminHost, adminURL, namespace, ns, domain, g
 	}
 	rh, ah := normalHost(rpcHost, ns, domain), normalHost(adminHost, ns, domain)
 	// Every loopback address (127.0.0.0/8, ::1) reaches the caller's own network namespace:
-	// one host, whichever of them each side spells.
-	if loopback(rh) && loopback(ah) {
+	// for an etcd:// address, one host, whichever of them each side spells.
+	if anyLoopback && loopback(rh) && loopback(ah) {
 		return Authority{Allowed: true, Reason: AuthoritySameHost, Message: fmt.Sprintf("The admin URL's host %s and the RPC address's host %s are loopback addresses of one host", ah, rh)}
 	}
 	if rh != ah {

@@ -29,7 +29,9 @@ func TestAuthorize(t *testing.T) {
 		{"two names", "m1:50051", "http://m2:9003", nil, AuthorityOtherHost},
 		{"same non-loopback ip", "10.0.0.7:50051", "http://10.0.0.7:9003", nil, AuthorityUnprovable},
 		{"same ipv6", "[fd00::7]:50051", "http://[fd00::7]:9003", nil, AuthorityUnprovable},
-		{"loopback vs other loopback", "127.0.0.1:50051", "http://127.0.0.2:9003", nil, AuthoritySameHost},
+		// Another loopback address is another master on the same machine: another tenant's.
+		{"loopback vs other loopback", "127.0.0.1:50051", "http://127.0.0.2:9003", nil, AuthorityOtherHost},
+		{"loopback vs its IPv4-mapped spelling", "127.0.0.2:1", "http://[::ffff:127.0.0.1]:9003", nil, AuthorityOtherHost},
 		{"loopback vs a pod ip", "127.0.0.1:50051", "http://10.0.0.7:9003", nil, AuthorityOtherHost},
 		{"localhost both", "localhost:50051", "http://localhost:9003", nil, AuthorityUnprovable},
 		{"localhost vs loopback", "127.0.0.1:50051", "http://localhost:9003", nil, AuthorityUnprovable},
@@ -51,6 +53,8 @@ func TestAuthorize(t *testing.T) {
 		{"empty admin url", "m:50051", "", nil, AuthorityBadAdminURL},
 		{"etcd, admin on an etcd host of the namespace", "etcd://etcd:2379", "http://etcd:9003", nil, AuthoritySameHost},
 		{"etcd, admin on the loopback etcd host", "etcd://127.0.0.1:2379;127.0.0.1:2380", "http://127.0.0.1:9003", nil, AuthoritySameHost},
+		// On loopback, masters run beside their etcd in one network namespace.
+		{"etcd on loopback, admin on another loopback address", "etcd://127.0.0.1:2379", "http://127.0.0.3:9003", nil, AuthoritySameHost},
 		{"etcd, admin on another host", "etcd://etcd:2379", "http://master-0:9003", nil, AuthorityUnprovable},
 		{"etcd, admin on B's master", "etcd://etcd:2379", "http://mooncake-master.b:9003", nil, AuthorityUnprovable},
 		{"etcd of namespace b", "etcd://etcd.b:2379", "http://etcd.b:9003", nil, AuthorityUnprovable},

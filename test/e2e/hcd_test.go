@@ -363,22 +363,23 @@ func TestMissingBackendCreatesNothingThenRecovers(t *testing.T) {
 	waitReadyGroups(t, ns, "qwen3", 1)
 }
 
-func TestImpossibleTopologyIsReportedAndFixable(t *testing.T) {
+// A spec that only the resolver can judge (CEL refuses an impossible topology at apply; SGLang's
+// refusal of --disable-radix-cache beside HiCache needs the flags parsed) is reported as
+// InvalidSpec, creates nothing, and runs once fixed.
+func TestInvalidSpecIsReportedAndFixable(t *testing.T) {
 	ns, _ := namespaceWithBackend(t)
 	h := hcd(t, ns, qwen3)
-	// 4 GPUs x 3 data-parallel replicas = 12: not a whole number of 8-GPU nodes.
-	h.Spec.Topology.GPUsPerNode = 8
-	h.Spec.Topology.DataParallel = 3
+	h.Spec.Template.ExtraArgs = []string{"--disable-radix-cache"}
 	create(t, h)
 	waitCondition(t, &hicachev1alpha1.HiCacheDeployment{}, ns, "qwen3", hicachev1alpha1.ConditionReady, metav1.ConditionFalse, 30*time.Second)
 	c := meta.FindStatusCondition(getHCD(t, ns, "qwen3").Status.Conditions, hicachev1alpha1.ConditionReady)
-	if c.Reason != hicachev1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, "12 GPUs") {
-		t.Errorf("Ready %s: %s; want InvalidSpec naming the 12 GPUs", c.Reason, c.Message)
+	if c.Reason != hicachev1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, "--disable-radix-cache") {
+		t.Errorf("Ready %s: %s; want InvalidSpec naming --disable-radix-cache", c.Reason, c.Message)
 	}
 	if g := groups(t, ns, "qwen3"); len(g) != 0 {
-		t.Fatalf("%d groups created for an impossible topology", len(g))
+		t.Fatalf("%d groups created for a spec SGLang refuses", len(g))
 	}
-	update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Topology.DataParallel = 2 })
+	update(t, getHCD(t, ns, "qwen3"), func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Template.ExtraArgs = nil })
 	waitReadyGroups(t, ns, "qwen3", 1)
 }
 

@@ -25,11 +25,12 @@ import (
 // of it is never written under two layouts.
 
 // sameMasterBackend creates, in a namespace of its own, a CacheBackend "same-master" that names
-// the master m by another spelling of its address (localhost for 127.0.0.1).
+// the master m by another spelling of its address (the IPv4-mapped IPv6 [::ffff:127.0.0.1] for
+// 127.0.0.1; the name localhost is refused by the store rule, which resolves no names).
 func sameMasterBackend(t *testing.T, m *master) string {
 	t.Helper()
 	ns := newNamespace(t)
-	externalBackend(t, ns, "same-master", strings.Replace(m.RPCAddr, "127.0.0.1", "localhost", 1), strings.Replace(m.AdminURL, "127.0.0.1", "localhost", 1))
+	externalBackend(t, ns, "same-master", strings.Replace(m.RPCAddr, "127.0.0.1", "[::ffff:127.0.0.1]", 1), strings.Replace(m.AdminURL, "127.0.0.1", "[::ffff:127.0.0.1]", 1))
 	return ns
 }
 

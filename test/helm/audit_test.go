@@ -53,6 +53,9 @@ var notInTheInstallFlow = map[string]string{
 	"patch secrets":              "the generated admin key's Secret stripped of its owner reference",
 	"patch events.k8s.io/events": "the series of a repeated event",
 	"patch events":               "the series of a repeated leader-election event",
+	// Only a flush with spec.allowInUse makes the operator look for the override policy.
+	"list admissionregistration.k8s.io/validatingadmissionpolicies":       "a flush with allowInUse",
+	"list admissionregistration.k8s.io/validatingadmissionpolicybindings": "a flush with allowInUse",
 }
 
 // auditedRequest is the part of an audit event this test reads.
