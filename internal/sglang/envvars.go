@@ -1,8 +1,6 @@
 package sglang
 
 import (
-	"bufio"
-	"bytes"
 	_ "embed"
 	"fmt"
 	"regexp"
@@ -39,49 +37,13 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // ParseEnvRules reads a classification in the env_vars.txt format: one line per variable,
 // "<NAME> <class> [<field>] [<reason>]", as ParseArgRules reads extra_args.txt.
 func ParseEnvRules(data []byte) (map[string]EnvRule, error) {
-	rules := map[string]EnvRule{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		words := strings.Fields(line)
-		if len(words) < 2 {
-			return nil, fmt.Errorf("line %d: %q has no class; write <NAME> followed by layout, keys, refused or neutral", n, line)
-		}
-		r := EnvRule{Name: words[0], Class: ArgClass(words[1])}
-		rest := words[2:]
-		switch r.Class {
-		case ArgRefused:
-			if len(rest) == 0 {
-				return nil, fmt.Errorf("line %d: refused %s names no spec field; write the field to use, or - when there is none", n, r.Name)
-			}
-			if rest[0] != "-" {
-				if !strings.HasPrefix(rest[0], "spec.") {
-					return nil, fmt.Errorf("line %d: refused %s names %q, which is not a spec field (spec.…) or -", n, r.Name, rest[0])
-				}
-				r.Field = rest[0]
-			}
-			rest = rest[1:]
-		case ArgLayout, ArgKeys, ArgNeutral:
-		default:
-			return nil, fmt.Errorf("line %d: %s has the class %q; use layout, keys, refused or neutral", n, r.Name, r.Class)
-		}
-		r.Reason = strings.Join(rest, " ")
-		if r.Reason == "" && r.Class != ArgNeutral {
-			return nil, fmt.Errorf("line %d: %s %s has no reason; say in a few words what it does to the L3 objects", n, r.Name, r.Class)
-		}
-		if !envName.MatchString(r.Name) {
-			return nil, fmt.Errorf("line %d: %q is not a variable name", n, r.Name)
-		}
-		if _, dup := rules[r.Name]; dup {
-			return nil, fmt.Errorf("line %d: %s is classified twice", n, r.Name)
-		}
-		rules[r.Name] = r
-	}
-	if err := sc.Err(); err != nil {
+	lines, err := parseClassTable(data, "NAME", "a variable name", envName.MatchString)
+	if err != nil {
 		return nil, err
+	}
+	rules := make(map[string]EnvRule, len(lines))
+	for name, l := range lines {
+		rules[name] = EnvRule{Name: name, Class: l.Class, Field: l.Field, Reason: l.Reason}
 	}
 	return rules, nil
 }

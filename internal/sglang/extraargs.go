@@ -1,8 +1,6 @@
 package sglang
 
 import (
-	"bufio"
-	"bytes"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -63,49 +61,13 @@ func ArgRules() (map[string]ArgRule, error) { return defaultArgRules() }
 // lines name a spec field or "-" and every non-neutral line has a reason;
 // blank lines and lines starting with # are ignored.
 func ParseArgRules(data []byte) (map[string]ArgRule, error) {
-	rules := map[string]ArgRule{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		words := strings.Fields(line)
-		if len(words) < 2 {
-			return nil, fmt.Errorf("line %d: %q has no class; write <flag> followed by layout, keys, refused or neutral", n, line)
-		}
-		r := ArgRule{Flag: words[0], Class: ArgClass(words[1])}
-		rest := words[2:]
-		switch r.Class {
-		case ArgRefused:
-			if len(rest) == 0 {
-				return nil, fmt.Errorf("line %d: refused %s names no spec field; write the field to use, or - when there is none", n, r.Flag)
-			}
-			if rest[0] != "-" {
-				if !strings.HasPrefix(rest[0], "spec.") {
-					return nil, fmt.Errorf("line %d: refused %s names %q, which is not a spec field (spec.…) or -", n, r.Flag, rest[0])
-				}
-				r.Field = rest[0]
-			}
-			rest = rest[1:]
-		case ArgLayout, ArgKeys, ArgNeutral:
-		default:
-			return nil, fmt.Errorf("line %d: %s has the class %q; use layout, keys, refused or neutral", n, r.Flag, r.Class)
-		}
-		r.Reason = strings.Join(rest, " ")
-		if r.Reason == "" && r.Class != ArgNeutral {
-			return nil, fmt.Errorf("line %d: %s %s has no reason; say in a few words what it does to the L3 objects", n, r.Flag, r.Class)
-		}
-		if !strings.HasPrefix(r.Flag, "-") {
-			return nil, fmt.Errorf("line %d: %q is not a flag", n, r.Flag)
-		}
-		if _, dup := rules[r.Flag]; dup {
-			return nil, fmt.Errorf("line %d: %s is classified twice", n, r.Flag)
-		}
-		rules[r.Flag] = r
-	}
-	if err := sc.Err(); err != nil {
+	lines, err := parseClassTable(data, "flag", "a flag", func(s string) bool { return strings.HasPrefix(s, "-") })
+	if err != nil {
 		return nil, err
+	}
+	rules := make(map[string]ArgRule, len(lines))
+	for flag, l := range lines {
+		rules[flag] = ArgRule{Flag: flag, Class: l.Class, Field: l.Field, Reason: l.Reason}
 	}
 	return rules, nil
 }
