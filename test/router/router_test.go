@@ -168,7 +168,7 @@ func standInPod(h *hicachev1alpha1.HiCacheDeployment, name string, labels, annot
 	fieldEnv := func(name, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
 	}
-	adminKey := corev1.EnvVar{Name: resolve.AdminAPIKeyEnv, Value: "a-test-admin-key"}
+	adminKey := corev1.EnvVar{Name: resolve.AdminAPIKeyEnv, Value: "a-test-admin-key-0123456789abcdefghij"}
 	guard := controllers.GuardContainer(h, bootstrap, images.Operator)
 	guard.ImagePullPolicy = corev1.PullNever
 	// The key as a value rather than from the deployment's Secret, which these tests do not make.
@@ -511,13 +511,13 @@ func TestRouterDiscoversTheReadyLeaders(t *testing.T) {
 	// /server_info reports it, the proxy in front of it takes it out.
 	leader := fmt.Sprintf("http://%s:%d", podIP(ctx, ns, h.Name+"-0-0"), controllers.SGLangPort)
 	code, body, err := get(leader + "/server_info")
-	if err != nil || code != http.StatusOK || strings.Contains(body, "a-test-admin-key") || !strings.Contains(body, `"admin_api_key":"<redacted>"`) {
-		t.Errorf("a leader's /server_info through its proxy: %d %v, the admin key in it: %v", code, err, strings.Contains(body, "a-test-admin-key"))
+	if err != nil || code != http.StatusOK || strings.Contains(body, "a-test-admin-key-0123456789abcdefghij") || !strings.Contains(body, `"admin_api_key":"<redacted>"`) {
+		t.Errorf("a leader's /server_info through its proxy: %d %v, the admin key in it: %v", code, err, strings.Contains(body, "a-test-admin-key-0123456789abcdefghij"))
 	}
 	if p, _ := rt.pod(); p != nil {
 		code, body, err := get(fmt.Sprintf("http://%s:%d/get_server_info", p.Status.PodIP, router.DefaultPort))
 		logf("the router's /get_server_info: %d %v", code, err)
-		if strings.Contains(body, "a-test-admin-key") {
+		if strings.Contains(body, "a-test-admin-key-0123456789abcdefghij") {
 			t.Error("the router's /get_server_info holds the admin key")
 		}
 	}
