@@ -75,6 +75,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -574,7 +575,7 @@ func podSurface(pod *corev1.Pod, cm *corev1.ConfigMap, topo cache.Topology, spec
 	}
 	s := surface{}
 	env, order := kubeletEnv(c, pod)
-	s["image"] = item{value: c.Image, raw: c.Image, class: classLayout, why: "the SGLang code"}
+	s["image"] = item{value: sameSourceImage(c.Image), raw: c.Image, class: classLayout, why: "the SGLang code"}
 	cmd := expandAll(c.Command, env)
 	s["command"] = item{value: strings.Join(cmd, " "), raw: strings.Join(c.Command, " "), class: classLayout, why: "what runs"}
 	s["workingDir"] = item{value: c.WorkingDir, raw: c.WorkingDir, class: classLayout, why: "relative paths"}
@@ -1050,4 +1051,19 @@ func describeFinding(f oracleFinding) string {
 	}
 	sort.Strings(lines)
 	return fmt.Sprintf("%s; first differing item: %s\nevery differing layout item:\n%s", f.what, f.first, strings.Join(lines, "\n"))
+}
+
+// sglangBuildTag is a tag of SGLang's own images that names a release and the build of it: the
+// -cuNNN, -runtime, -amd64 and -arm64 builds are one release's source for NVIDIA GPUs, compiled for
+// another CUDA or CPU architecture (the release's Dockerfile builds each from the same tag of the
+// source; the layout of the host pools and keys is its Python, the same in every one).
+var sglangBuildTag = regexp.MustCompile(`^(.*/)?(lmsysorg/sglang):(v[0-9]+\.[0-9]+\.[0-9]+)((-cu[0-9]+)|(-runtime)|(-amd64)|(-arm64))*$`)
+
+// sameSourceImage is an image reference with the build suffixes of an SGLang release tag dropped,
+// so that two builds of one release compare equal and anything else compares as written.
+func sameSourceImage(ref string) string {
+	if m := sglangBuildTag.FindStringSubmatch(ref); m != nil {
+		return m[2] + ":" + m[3]
+	}
+	return ref
 }
