@@ -580,6 +580,9 @@ func podSurface(pod *corev1.Pod, cm *corev1.ConfigMap, topo cache.Topology, spec
 	s["command"] = item{value: strings.Join(cmd, " "), raw: strings.Join(c.Command, " "), class: classLayout, why: "what runs"}
 	s["workingDir"] = item{value: c.WorkingDir, raw: c.WorkingDir, class: classLayout, why: "relative paths"}
 	for _, name := range order {
+		if atReleaseDefault(name, env[name]) {
+			continue // the value SGLang reads when the variable is unset
+		}
 		class, why := envClass("", name)
 		s["env "+name] = item{value: env[name], raw: env[name], class: class, why: why}
 	}
@@ -1066,4 +1069,20 @@ func sameSourceImage(ref string) string {
 		return m[2] + ":" + m[3]
 	}
 	return ref
+}
+
+// atReleaseDefault tells whether value is the one literal default every read of the variable
+// in the pinned wheels gives it (internal/sglang/argspec/sglang-env.json, extracted from the
+// wheels' source): set to it or unset, the variable runs the same code.
+func atReleaseDefault(name, value string) bool {
+	t, err := argspec.DefaultEnv()
+	if err != nil {
+		return false
+	}
+	v, ok := t.Lookup(name)
+	if !ok {
+		return false
+	}
+	d, ok := v.Default()
+	return ok && d == value
 }
