@@ -127,7 +127,7 @@ func resolveOne(hcd *hicachev1alpha1.HiCacheDeployment, sglangRules bool) (*Reso
 	if _, err := Model(spec); err != nil {
 		return nil, err
 	}
-	settings, err := Settings(spec)
+	settings, env, err := settingsAndEnv(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,6 @@ func resolveOne(hcd *hicachev1alpha1.HiCacheDeployment, sglangRules bool) (*Reso
 	if err != nil {
 		return nil, err
 	}
-	env, _ := ClassifyEnv("spec.template.env", spec.Template.Env) // Settings refused its errors
 	facts := cache.Facts(topo, settings)
 	r := &Resolved{
 		Topology:    topo,
@@ -345,6 +344,14 @@ const maxPageSize = 4096
 
 // Settings are the cache-relevant server settings of a spec.
 func Settings(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings, error) {
+	s, _, err := settingsAndEnv(spec)
+	return s, err
+}
+
+// settingsAndEnv is Settings with the classified env of the serving container, whose reasons
+// the resolved deployment keeps.
+func settingsAndEnv(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings, Env, error) {
+	var env Env
 	h := spec.HiCache
 	// The model's identity, not where it is mounted: a hub source is its repository.
 	model, _ := Model(spec)
@@ -365,35 +372,35 @@ func Settings(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings, erro
 	}
 	rt, err := SGLang(spec)
 	if err != nil {
-		return s, err
+		return s, env, err
 	}
 	s.SGLangVersion, s.SGLangImage = rt.Fact, rt.ImageDigest
 	// The CRD's schema bounds the page size; a spec read from a file (kubectl hicache plan -f)
 	// has not been through it.
 	if h.PageSize < 0 || h.PageSize > maxPageSize {
-		return s, &FieldError{Field: "spec.hicache.pageSize", Message: fmt.Sprintf("%d is not a page size: write 1 to %d tokens, or leave it out for the release's default", h.PageSize, maxPageSize)}
+		return s, env, &FieldError{Field: "spec.hicache.pageSize", Message: fmt.Sprintf("%d is not a page size: write 1 to %d tokens, or leave it out for the release's default", h.PageSize, maxPageSize)}
 	}
 	if d := spec.Topology.Draft; d != nil {
 		s.DraftKVCacheDType = string(d.KVCacheDType)
 	}
 	extra, err := sglang.ClassifyExtraArgsFor(rt.ArgsRelease, spec.Template.ExtraArgs)
 	if err != nil {
-		return s, &FieldError{Field: "spec.template.extraArgs", Message: strings.ReplaceAll(err.Error(), "\n", "; "), plain: true}
+		return s, env, &FieldError{Field: "spec.template.extraArgs", Message: strings.ReplaceAll(err.Error(), "\n", "; "), plain: true}
 	}
 	s.ExtraLayoutArgs, s.ExtraKeyArgs = extra.Layout, extra.Keys
-	env, err := ClassifyEnv("spec.template.env", spec.Template.Env)
+	env, err = ClassifyEnv("spec.template.env", spec.Template.Env)
 	if err != nil {
-		return s, err
+		return s, env, err
 	}
 	s.LayoutEnv, s.KeyEnv = env.Layout, env.Keys
 	if h.Ratio != "" {
 		ratio, err := strconv.ParseFloat(h.Ratio, 64)
 		if err != nil || math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio <= 1 {
-			return s, &FieldError{Field: "spec.hicache.ratio", Message: fmt.Sprintf("%q is not a number greater than 1", h.Ratio)}
+			return s, env, &FieldError{Field: "spec.hicache.ratio", Message: fmt.Sprintf("%q is not a number greater than 1", h.Ratio)}
 		}
 		s.HiCacheRatio = ratio
 	}
-	return s, nil
+	return s, env, nil
 }
 
 // ServedModelName is the name the model is served under: spec.model.servedName, else its path,
