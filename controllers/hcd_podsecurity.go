@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,22 +45,15 @@ func servingSecurity(pod *corev1.PodSecurityContext, user *corev1.SecurityContex
 	return c
 }
 
-// runsAsNonRoot tells whether a container is known not to run as root: the container's own
-// settings first, then the pod's, as the kubelet reads them.
+// runsAsNonRoot tells whether a container is known not to run as root, as the kubelet reads its
+// settings: the user (the container's, else the pod's) when one is named, else runAsNonRoot (the
+// container's, else the pod's).
 func runsAsNonRoot(pod *corev1.PodSecurityContext, c corev1.SecurityContext) bool {
-	if c.RunAsUser != nil {
-		return *c.RunAsUser > 0
-	}
-	if c.RunAsNonRoot != nil {
-		if *c.RunAsNonRoot {
-			return true
-		}
-	}
 	if pod == nil {
-		return false
+		pod = &corev1.PodSecurityContext{}
 	}
-	if pod.RunAsUser != nil && c.RunAsNonRoot == nil {
-		return *pod.RunAsUser > 0
+	if u := cmp.Or(c.RunAsUser, pod.RunAsUser); u != nil {
+		return *u > 0
 	}
-	return c.RunAsNonRoot == nil && ptr.Deref(pod.RunAsNonRoot, false)
+	return ptr.Deref(cmp.Or(c.RunAsNonRoot, pod.RunAsNonRoot), false)
 }

@@ -41,10 +41,16 @@ func TestServingSecurity(t *testing.T) {
 			user: &corev1.SecurityContext{RunAsUser: ptr.To(int64(0))},
 			want: &corev1.SecurityContext{RunAsUser: ptr.To(int64(0))},
 		},
+		// The user named wins: root, which the kubelet then refuses to start beside runAsNonRoot.
 		"root user on the pod, runAsNonRoot on the container": {
 			pod:  &corev1.PodSecurityContext{RunAsUser: ptr.To(int64(0))},
 			user: &corev1.SecurityContext{RunAsNonRoot: ptr.To(true)},
-			want: with(func(c *corev1.SecurityContext) { c.RunAsNonRoot = ptr.To(true) }),
+			want: &corev1.SecurityContext{RunAsNonRoot: ptr.To(true)},
+		},
+		"runAsNonRoot false on the container, a user on the pod": {
+			pod:  &corev1.PodSecurityContext{RunAsUser: ptr.To(int64(1000))},
+			user: &corev1.SecurityContext{RunAsNonRoot: ptr.To(false)},
+			want: with(func(c *corev1.SecurityContext) { c.RunAsNonRoot = ptr.To(false) }),
 		},
 		"the user's capabilities kept": {
 			user: &corev1.SecurityContext{RunAsNonRoot: ptr.To(true), Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}}},

@@ -137,9 +137,6 @@ func servingClients(hcd *hicachev1alpha1.HiCacheDeployment) []networkingv1.Netwo
 	return []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}
 }
 
-// routerPolicyName is the NetworkPolicy of a deployment's router pods.
-func routerPolicyName(hcd string) string { return routerName(hcd) }
-
 // buildRouterNetworkPolicy admits the deployment's clients (spec.security.clients; by default
 // every pod of its namespace) to its router's HTTP and metrics ports, and nothing else: the
 // router reaches every leader, so whoever reaches the router reaches the servers, and it must
@@ -151,7 +148,7 @@ func buildRouterNetworkPolicy(hcd *hicachev1alpha1.HiCacheDeployment) (*networki
 		return nil, err
 	}
 	port, _, metrics := cfg.Ports()
-	return ingressPolicy(routerPolicyName(hcd.Name), hcd.Namespace, routerLabels(hcd), []metav1.OwnerReference{ownerRef(hcd)}, routerSelector(hcd),
+	return ingressPolicy(routerName(hcd.Name), hcd.Namespace, routerLabels(hcd), []metav1.OwnerReference{ownerRef(hcd)}, routerSelector(hcd),
 		networkingv1.NetworkPolicyIngressRule{
 			From:  servingClients(hcd),
 			Ports: []networkingv1.NetworkPolicyPort{tcpPort(int32(port)), tcpPort(int32(metrics))},
