@@ -95,7 +95,7 @@ func denyCases() []denyCase {
 				h.Spec.Template.Env = []corev1.EnvVar{{Name: "OVR", Value: `{"num_hidden_layers": 2}`}}
 			}, verdict: refusedAtApply, want: "spec.template.extraArgs holds a $(NAME) reference"},
 		{name: "reference in the served name", sample: "hicachedeployment_qwen3.yaml",
-			edit: func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Model.ServedName = "$(HICACHE_ADMIN_API_KEY)" },
+			edit:    func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Model.ServedName = "$(HICACHE_ADMIN_API_KEY)" },
 			verdict: refusedAtApply, want: "spec.model.servedName holds a $(NAME) reference"},
 		{name: "reference in an env value", sample: "hicachedeployment_qwen3.yaml",
 			edit: withEnv("SGLANG_DSV4_KV_LAYOUT", "$(OVR)"), verdict: refusedByOperator,
@@ -111,7 +111,9 @@ func denyCases() []denyCase {
 				h.Spec.SGLang.CompatibleRelease = "0.5.23"
 			}, verdict: breaking, want: "SGLang version line 0.5 → 0.6.0"},
 		{name: "image whose release is not read", sample: "hicachedeployment_qwen3.yaml",
-			edit:    func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.SGLang.Image = "registry.example/team/sglang:latest" },
+			edit: func(h *hicachev1alpha1.HiCacheDeployment) {
+				h.Spec.SGLang.Image = "registry.example/team/sglang:latest"
+			},
 			verdict: refusedAtApply, want: "spec.sglang.image: the operator has the arguments of SGLang 0.5.23 only"},
 		// A private build declared compatible: without a digest its bytes can change under the
 		// same reference.
