@@ -891,13 +891,16 @@ func mountItems(s surface, prefix string, mounts []corev1.VolumeMount, volumes m
 }
 
 // oracleWrites tells whether a container's mount can change the volume's files as the kubelet
-// mounts it: not read-only, of a kind the kubelet does not always mount read-only, or with its
-// mounts propagating back to the volume (Bidirectional).
+// mounts it: not read-only, of a kind the kubelet does not always mount read-only (nor a claim,
+// NFS export or CSI volume whose source says readOnly), or with its mounts propagating back to
+// the volume (Bidirectional).
 func oracleWrites(v corev1.VolumeSource, m corev1.VolumeMount) bool {
 	if m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationBidirectional {
 		return true
 	}
-	alwaysRO := v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil || v.Image != nil
+	alwaysRO := v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil || v.Image != nil ||
+		(v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly) || (v.NFS != nil && v.NFS.ReadOnly) ||
+		(v.CSI != nil && v.CSI.ReadOnly != nil && *v.CSI.ReadOnly)
 	return !m.ReadOnly && !alwaysRO
 }
 

@@ -100,10 +100,21 @@ func MountIdentity(v corev1.VolumeSource, m corev1.VolumeMount) string {
 	return string(b)
 }
 
-// readOnlySource tells whether the kubelet mounts a volume of this kind read-only whatever the
-// mount says: ConfigMaps, Secrets, the downward API, projections and image volumes.
+// readOnlySource tells whether the kubelet mounts a volume read-only whatever the mount says:
+// ConfigMaps, Secrets, the downward API, projections and image volumes always, and a claim, an
+// NFS export or a CSI volume whose source says readOnly.
 func readOnlySource(v corev1.VolumeSource) bool {
-	return v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil || v.Image != nil
+	switch {
+	case v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil || v.Image != nil:
+		return true
+	case v.PersistentVolumeClaim != nil:
+		return v.PersistentVolumeClaim.ReadOnly
+	case v.NFS != nil:
+		return v.NFS.ReadOnly
+	case v.CSI != nil:
+		return v.CSI.ReadOnly != nil && *v.CSI.ReadOnly
+	}
+	return false
 }
 
 // WritesVolume tells whether a container's mount can change the volume's files: a mount not
@@ -138,7 +149,9 @@ func mayAlias(a, b corev1.VolumeSource) bool {
 		return x == y || strings.HasPrefix(x, strings.TrimSuffix(y, "/")+"/") || strings.HasPrefix(y, strings.TrimSuffix(x, "/")+"/")
 	}
 	switch {
-	case a.EmptyDir != nil || b.EmptyDir != nil || a.Ephemeral != nil || b.Ephemeral != nil || readOnlySource(a) || readOnlySource(b):
+	case a.EmptyDir != nil || b.EmptyDir != nil || a.Ephemeral != nil || b.Ephemeral != nil ||
+		a.ConfigMap != nil || b.ConfigMap != nil || a.Secret != nil || b.Secret != nil || a.DownwardAPI != nil || b.DownwardAPI != nil ||
+		a.Projected != nil || b.Projected != nil || a.Image != nil || b.Image != nil:
 		return false
 	case a.PersistentVolumeClaim != nil || b.PersistentVolumeClaim != nil:
 		return a.PersistentVolumeClaim != nil && b.PersistentVolumeClaim != nil && a.PersistentVolumeClaim.ClaimName == b.PersistentVolumeClaim.ClaimName

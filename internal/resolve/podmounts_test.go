@@ -21,7 +21,9 @@ func configMap(name string) corev1.VolumeSource {
 
 var emptyDir = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
 
-func vol(name string, src corev1.VolumeSource) corev1.Volume { return corev1.Volume{Name: name, VolumeSource: src} }
+func vol(name string, src corev1.VolumeSource) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: src}
+}
 
 func mnt(name, at string) corev1.VolumeMount { return corev1.VolumeMount{Name: name, MountPath: at} }
 
@@ -53,7 +55,7 @@ func TestServingMountsAreLayoutFactsOutsideNeutralPoints(t *testing.T) {
 			Volumes: []corev1.Volume{vol("code", emptyDir)}, VolumeMounts: []corev1.VolumeMount{mnt("code", "/sgl-workspace")}},
 			want: map[string]string{"/sgl-workspace": `"emptyDir":{}`}},
 		"a ConfigMap over the site-packages, with its sub-path": {tmpl: hicachev1alpha1.PodOverrides{
-			Volumes: []corev1.Volume{vol("patch", configMap("sglang-patch"))},
+			Volumes:      []corev1.Volume{vol("patch", configMap("sglang-patch"))},
 			VolumeMounts: []corev1.VolumeMount{{Name: "patch", MountPath: "/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py", SubPath: "server_args.py"}}},
 			want: map[string]string{"/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py": `"subPath":"server_args.py"`}},
 		"/tmpfoo is not below /tmp": {tmpl: hicachev1alpha1.PodOverrides{
@@ -146,6 +148,15 @@ func TestResolveRefusesMountsSGLangCouldReadUnseen(t *testing.T) {
 			Volumes:        []corev1.Volume{vol("weights", pvc("w"))},
 			VolumeMounts:   []corev1.VolumeMount{roMnt("weights", "/data")},
 			InitContainers: []corev1.Container{{Name: "check", Image: "busybox", VolumeMounts: []corev1.VolumeMount{roMnt("weights", "/data")}}}}},
+		"an init container mounting a read-only claim without readOnly": {tmpl: hicachev1alpha1.PodOverrides{
+			Volumes:        []corev1.Volume{vol("weights", pvc("w"))},
+			VolumeMounts:   []corev1.VolumeMount{roMnt("weights", "/data")},
+			InitContainers: []corev1.Container{{Name: "check", Image: "busybox", VolumeMounts: []corev1.VolumeMount{mnt("weights", "/data")}}}}},
+		"an init container mounting a writable claim": {tmpl: hicachev1alpha1.PodOverrides{
+			Volumes:        []corev1.Volume{vol("weights", corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "w"}})},
+			VolumeMounts:   []corev1.VolumeMount{roMnt("weights", "/data")},
+			InitContainers: []corev1.Container{{Name: "fix", Image: "busybox", VolumeMounts: []corev1.VolumeMount{mnt("weights", "/data")}}}},
+			wantField: "spec.template.initContainers[0].volumeMounts[0]", wantText: []string{"which the serving container mounts at /data"}},
 		"a sidecar writing the neutral log directory": {tmpl: hicachev1alpha1.PodOverrides{
 			Volumes:      []corev1.Volume{vol("logs", emptyDir)},
 			VolumeMounts: []corev1.VolumeMount{mnt("logs", "/var/log/sglang")},
@@ -206,7 +217,7 @@ func TestResolveRefusesMountsSGLangCouldReadUnseen(t *testing.T) {
 			wantField: "spec.template.extraArgs", wantText: []string{"on the operator's rendered cache configuration mounted at /etc/hicache"}},
 		"a chat template by name": {tmpl: hicachev1alpha1.PodOverrides{ExtraArgs: []string{"--chat-template", "chatml"}}},
 		"a LoRA adapter on a generic ephemeral volume": {tmpl: hicachev1alpha1.PodOverrides{
-			Volumes: []corev1.Volume{vol("eph", corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{}}})},
+			Volumes:      []corev1.Volume{vol("eph", corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{}}})},
 			VolumeMounts: []corev1.VolumeMount{mnt("eph", "/lora")}, ExtraArgs: []string{"--enable-lora", "--lora-paths", "a=/lora/a"}},
 			wantField: "spec.template.extraArgs", wantText: []string{"sets --lora-paths /lora/a", "(ephemeral)"}},
 		"a draft config on the model source": {
