@@ -298,6 +298,28 @@ func TestOwnedPartsAreRefusedByTheAPI(t *testing.T) {
 				VolumeMounts: []corev1.VolumeMount{{Name: "w", MountPath: at}}})
 		}
 	}
+	// A per-pod sub-path: admitted at and below the neutral mount points (the resolver judges
+	// the volume), refused elsewhere.
+	perPod := func(at string) hicachev1alpha1.PodOverrides {
+		return hicachev1alpha1.PodOverrides{Volumes: []corev1.Volume{{Name: "w", VolumeSource: empty}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "w", MountPath: at, SubPathExpr: "$(POD_NAME)"}}}
+	}
+	for _, n := range resolve.NeutralMountPoints {
+		for _, at := range []string{n.Path, n.Path + "/below"} {
+			h := withTemplate(perPod(at))
+			h.TypeMeta = metav1.TypeMeta{APIVersion: hicachev1alpha1.GroupVersion.String(), Kind: "HiCacheDeployment"}
+			obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			delete(obj, "status")
+			if _, errs, err := v.Admit(context.Background(), obj, "default"); err != nil || len(errs) > 0 {
+				t.Errorf("a per-pod sub-path at the neutral mount point %s refused by the CRD: %v %v", at, err, errs)
+			}
+		}
+		refused("a per-pod sub-path beside "+n.Path, perPod(n.Path+"x"))
+	}
+	refused("a per-pod sub-path over the weights", perPod("/data"))
 	for _, port := range resolve.ReservedPorts {
 		ports := []corev1.ContainerPort{{ContainerPort: port}}
 		refused("a sidecar on "+strconv.Itoa(int(port)), hicachev1alpha1.PodOverrides{Containers: []corev1.Container{{Name: "s", Image: "x", Ports: ports}}})

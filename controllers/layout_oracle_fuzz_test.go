@@ -254,6 +254,38 @@ func TestLayoutOraclePlantedHole(t *testing.T) {
 	t.Errorf("with %s neutral, %d random inputs showed no counterexample", flag, budget)
 }
 
+// TestLayoutOraclePlantedMountHole: with the mounts of the serving container left out of the
+// layout facts, the oracle finds the claim changed over the model path in its corpus seed; with
+// the product as it is, the seed passes.
+func TestLayoutOraclePlantedMountHole(t *testing.T) {
+	const seed = "layout-volume-over-model-path"
+	data, ok := oracleCorpus(t)[seed]
+	if !ok {
+		t.Fatalf("no seed %s in %s", seed, oracleCorpusDir)
+	}
+	hook := func(r *resolve.Resolved) {
+		derived := strings.HasPrefix(r.Namespace, cache.NamespacePrefixTag)
+		r.Settings.LayoutMounts = nil
+		r.Facts = cache.Facts(r.Topology, r.Settings)
+		r.Fingerprint, r.ShortHash = r.Facts.Fingerprint(), r.Facts.ShortFingerprint()
+		if derived {
+			r.Namespace = cache.Namespace(r.Facts)
+		}
+	}
+	out, err := runOracle(data, hook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(out.failures(), func(f oracleFinding) bool {
+		return slices.ContainsFunc(f.all, func(d diffItem) bool { return d.name == "mount /data" })
+	}) {
+		t.Errorf("with the mounts out of the layout facts, the oracle finds nothing in %s (skipped: %q)", seed, out.skipped)
+	}
+	if out, err := runOracle(data, nil); err != nil || out.skipped != "" || len(out.findings) > 0 {
+		t.Errorf("%s without the plant: %v, skipped %q, findings %v", seed, err, out.skipped, out.findings)
+	}
+}
+
 // TestKubeletExpand holds kubeletExpand to the kubelet's rules for $(VAR) in command, args and
 // env values.
 func TestKubeletExpand(t *testing.T) {

@@ -19,8 +19,10 @@ package controllers
 //     a flag at the release's default counting as absent; the storage extra config JSON split
 //     into its keys;
 //   - every volume mount (path, sub-path, read-only, propagation) with the volume behind it;
-//   - every init container and sidecar that shares a volume with it (transitively): image,
-//     command and arguments (expanded), environment, mounts and the rest of the container;
+//   - every init container and sidecar that writes a volume it mounts, or writes a volume such
+//     a container reads (transitively): image, command and arguments (expanded), environment,
+//     mounts and the rest of the container; one that only reads SGLang's volumes changes
+//     nothing SGLang reads;
 //   - the rendered cache ConfigMap's extra config, key by key.
 //
 // What differs between two such pods is one item each. An item is dropped only when a neutral
@@ -54,8 +56,11 @@ package controllers
 //     and health checks), and the pod's scheduling and security fields (node selector,
 //     affinity, tolerations, priority, scheduler, gang scheduling, security contexts, service
 //     account, pull secrets), which choose where and as whom a pod runs, not what it computes;
-//   - containers that share no volume with SGLang (the operator's proxy among them), and labels
-//     and annotations that no downward-API reference reads.
+//   - containers that write no volume SGLang reads (the operator's proxy among them), and labels
+//     and annotations that no downward-API reference reads;
+//   - an emptyDir mounted into SGLang's container at a neutral mount point of the product's table
+//     (resolve.NeutralMountPoints) that no other container writes: it starts empty, and all
+//     SGLang finds there is what it wrote itself.
 //
 // Every other difference between two writers of one namespace (two specs' pods with equal
 // extra_backend_tag and layout hash, or two pods of one spec: leader and follower, prefill and
@@ -75,6 +80,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"path"
 	"regexp"
 	"slices"
 	"sort"
@@ -250,14 +256,6 @@ var knownHoles = []knownHole{
 		seed: "hole-draft-num-steps",
 		match: func(name string, a, b item) bool {
 			return name == "arg --speculative-num-steps" || name == "arg --speculative-num-draft-tokens" || name == "arg --speculative-dspark-block-size"
-		},
-	},
-	{
-		name: "volumes, init containers and sidecars over the model path and SGLang's paths",
-		fix:  "the model revision and the pod parts",
-		seed: "hole-volume-over-model-path",
-		match: func(name string, a, b item) bool {
-			return strings.HasPrefix(name, "mount ") || strings.HasPrefix(name, "init ") || strings.HasPrefix(name, "sidecar ")
 		},
 	},
 }
@@ -592,9 +590,26 @@ func podSurface(pod *corev1.Pod, cm *corev1.ConfigMap, topo cache.Topology, spec
 	for _, v := range pod.Spec.Volumes {
 		volumes[v.Name] = v
 	}
-	mountItems(s, "", c.VolumeMounts, volumes, env)
+	// The volumes an init container or sidecar can change (the kubelet mounts ConfigMaps,
+	// Secrets, projections, the downward API and image volumes read-only).
+	writtenByOther := map[string]bool{}
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, o := range list {
+			if o.Name == resolve.ServingContainer {
+				continue
+			}
+			for _, m := range o.VolumeMounts {
+				if oracleWrites(volumes[m.Name].VolumeSource, m) {
+					writtenByOther[m.Name] = true
+				}
+			}
+		}
+	}
+	mountItems(s, "", c.VolumeMounts, volumes, env, writtenByOther)
 
-	// Init containers and sidecars that share a volume with SGLang, directly or through another.
+	// Init containers and sidecars that write a volume SGLang reads, directly or through another
+	// (a container that writes what such a writer reads). One that only reads SGLang's volumes
+	// changes nothing SGLang sees.
 	shared := map[string]bool{}
 	for _, m := range c.VolumeMounts {
 		shared[m.Name] = true
@@ -616,7 +631,9 @@ func podSurface(pod *corev1.Pod, cm *corev1.ConfigMap, topo cache.Topology, spec
 	for grown := true; grown; {
 		grown = false
 		for _, o := range others {
-			if in[o.prefix] || !slices.ContainsFunc(o.c.VolumeMounts, func(m corev1.VolumeMount) bool { return shared[m.Name] }) {
+			if in[o.prefix] || !slices.ContainsFunc(o.c.VolumeMounts, func(m corev1.VolumeMount) bool {
+				return shared[m.Name] && oracleWrites(volumes[m.Name].VolumeSource, m)
+			}) {
 				continue
 			}
 			in[o.prefix], grown = true, true
@@ -842,7 +859,7 @@ func argDefaultText(a argspec.Argument) (string, bool) {
 }
 
 // mountItems reads a container's mounts, each with the volume behind it.
-func mountItems(s surface, prefix string, mounts []corev1.VolumeMount, volumes map[string]corev1.Volume, env map[string]string) {
+func mountItems(s surface, prefix string, mounts []corev1.VolumeMount, volumes map[string]corev1.Volume, env map[string]string, writtenByOther map[string]bool) {
 	for _, m := range mounts {
 		vol := volumes[m.Name]
 		v := vol.VolumeSource.DeepCopy()
@@ -863,11 +880,41 @@ func mountItems(s surface, prefix string, mounts []corev1.VolumeMount, volumes m
 			s[name] = item{value: string(b), raw: string(b), class: classDropped, why: "the RDMA devices: how bytes move, not what they are"}
 			continue
 		}
+		if prefix == "" && vol.EmptyDir != nil && oracleNeutralMountPoint(m.MountPath) && !writtenByOther[m.Name] {
+			// An emptyDir no other container writes, where SGLang keeps nothing it reads: all
+			// SGLang finds there is what it wrote itself.
+			s[name] = item{value: string(b), raw: string(b), class: classDropped, why: "an emptyDir at a neutral mount point that only SGLang writes"}
+			continue
+		}
 		s[name] = item{value: string(b), raw: string(b), class: classLayout, why: "what SGLang reads at " + m.MountPath}
 	}
 }
 
-// containerItems reads a container that shares a volume with SGLang.
+// oracleWrites tells whether a container's mount can change the volume's files as the kubelet
+// mounts it: not read-only, of a kind the kubelet does not always mount read-only (nor a claim,
+// NFS export or CSI volume whose source says readOnly), or with its mounts propagating back to
+// the volume (Bidirectional).
+func oracleWrites(v corev1.VolumeSource, m corev1.VolumeMount) bool {
+	if m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationBidirectional {
+		return true
+	}
+	alwaysRO := v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil || v.Image != nil ||
+		(v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly) || (v.NFS != nil && v.NFS.ReadOnly) ||
+		(v.CSI != nil && v.CSI.ReadOnly != nil && *v.CSI.ReadOnly)
+	return !m.ReadOnly && !alwaysRO
+}
+
+// oracleNeutralMountPoint tells whether p is at or below a neutral mount point of the
+// product's table (resolve.NeutralMountPoints), where SGLang and the images keep nothing it
+// reads.
+func oracleNeutralMountPoint(p string) bool {
+	p = path.Clean(p)
+	return slices.ContainsFunc(resolve.NeutralMountPoints, func(n resolve.NeutralMountPoint) bool {
+		return p == n.Path || strings.HasPrefix(p, n.Path+"/")
+	})
+}
+
+// containerItems reads a container that writes a volume SGLang reads.
 func containerItems(s surface, prefix string, c *corev1.Container, pod *corev1.Pod, volumes map[string]corev1.Volume) {
 	env, order := kubeletEnv(c, pod)
 	s[prefix+" image"] = item{value: c.Image, raw: c.Image, class: classLayout, why: "writes what SGLang reads"}
@@ -878,7 +925,7 @@ func containerItems(s surface, prefix string, c *corev1.Container, pod *corev1.P
 		class, why := envClass(prefix, name)
 		s[prefix+" env "+name] = item{value: env[name], raw: env[name], class: class, why: why}
 	}
-	mountItems(s, prefix, c.VolumeMounts, volumes, env)
+	mountItems(s, prefix, c.VolumeMounts, volumes, env, nil)
 	rest := c.DeepCopy()
 	rest.Name, rest.Image, rest.Command, rest.Args, rest.Env, rest.VolumeMounts = "", "", nil, nil, nil, nil
 	rest.Resources, rest.ResizePolicy = corev1.ResourceRequirements{}, nil

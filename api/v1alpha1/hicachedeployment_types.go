@@ -573,9 +573,13 @@ type PodOverrides struct {
 
 	// volumeMounts added to the SGLang container; each names one of spec.template.volumes.
 	// /dev/shm, /etc/hicache and /dev/infiniband (and paths below them) are the operator's, and
-	// /models too with spec.model.source.
+	// /models too with spec.model.source. A mount is a layout fact (its volume's source and how
+	// it is mounted) unless it is an emptyDir at or below a neutral mount point: /tmp, /var/tmp,
+	// /var/log, /root/.cache/sglang. Init containers and sidecars may not mount writable a
+	// volume mounted here.
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:XValidation:rule="self.all(m, ['/dev/shm', '/etc/hicache', '/dev/infiniband'].all(p, m.mountPath != p && !m.mountPath.startsWith(p + '/')))",message="spec.template.volumeMounts: /dev/shm, /etc/hicache and /dev/infiniband are where the operator mounts shared memory, the rendered cache configuration and RDMA devices: mount elsewhere"
+	// +kubebuilder:validation:XValidation:rule="self.all(m, !has(m.subPathExpr) || m.subPathExpr == '' || ['/tmp', '/var/tmp', '/var/log', '/root/.cache/sglang'].exists(p, m.mountPath == p || m.mountPath.startsWith(p + '/')))",message="spec.template.volumeMounts: a subPathExpr gives each pod another directory of the volume, and outside the neutral mount points (/tmp, /var/tmp, /var/log, /root/.cache/sglang) SGLang may read weights, code or configuration there, under one L3 namespace: write the directory in subPath"
 	// +listType=map
 	// +listMapKey=mountPath
 	// +optional

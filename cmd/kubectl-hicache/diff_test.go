@@ -86,6 +86,22 @@ func TestDiff(t *testing.T) {
 				return []string{"extra arg --chat-template none → chatml (requests hash to other keys", "new keys, nothing flushed"}
 			},
 		},
+		"another claim over the model path is breaking, naming the mount": {
+			old:  edit(t, "qwen3").Mount("/data", "qwen3-a").Obj(),
+			new:  edit(t, "qwen3").Mount("/data", "qwen3-b").Obj(),
+			kind: cache.Breaking,
+			contains: func(o, n string) []string {
+				return []string{"mount /data", "qwen3-a", "qwen3-b", o + " → " + n}
+			},
+		},
+		"an emptyDir at /tmp is neutral": {
+			old:  edit(t, "qwen3").Obj(),
+			new:  edit(t, "qwen3").Scratch("/tmp").Obj(),
+			kind: cache.Neutral,
+			contains: func(o, n string) []string {
+				return []string{"nothing to flush", n + " (unchanged)"}
+			},
+		},
 		"a policy left to its default shows the default SGLang runs": {
 			old:  edit(t, "qwen3").Obj(),
 			new:  edit(t, "qwen3").WritePolicy("write_back").IOBackend("direct").MemLayout("page_first_direct").Obj(),

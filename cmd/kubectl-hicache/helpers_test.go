@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
@@ -101,6 +102,22 @@ func edit(t *testing.T, sampleName string) *hcdEdit {
 }
 
 func (e *hcdEdit) NoDraft() *hcdEdit { e.hcd.Spec.Topology.Draft = nil; return e }
+
+// Mount mounts claim read-only at path, as the volume "weights".
+func (e *hcdEdit) Mount(path, claim string) *hcdEdit {
+	e.hcd.Spec.Template.Volumes = append(e.hcd.Spec.Template.Volumes, corev1.Volume{Name: "weights",
+		VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: true}}})
+	e.hcd.Spec.Template.VolumeMounts = append(e.hcd.Spec.Template.VolumeMounts, corev1.VolumeMount{Name: "weights", MountPath: path, ReadOnly: true})
+	return e
+}
+
+// Scratch mounts an emptyDir at path, as the volume "scratch".
+func (e *hcdEdit) Scratch(path string) *hcdEdit {
+	e.hcd.Spec.Template.Volumes = append(e.hcd.Spec.Template.Volumes, corev1.Volume{Name: "scratch",
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	e.hcd.Spec.Template.VolumeMounts = append(e.hcd.Spec.Template.VolumeMounts, corev1.VolumeMount{Name: "scratch", MountPath: path})
+	return e
+}
 
 func (e *hcdEdit) Replicas(n int32) *hcdEdit { e.hcd.Spec.Replicas = &n; return e }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/hicache-io/hicache-operator/internal/hfcli"
@@ -363,4 +364,31 @@ func flagAfter(argv []string, flag string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// An init container filling the directory the weights are read from is refused by plan with
+// the resolver's message, which names the field, why and what to do.
+func TestPlanRefusesAContainerWritingWhatSGLangReads(t *testing.T) {
+	hcd := edit(t, "qwen3").Obj()
+	hcd.Spec.Model.Path = "/data/qwen3"
+	hcd.Spec.Template.Volumes = []corev1.Volume{{Name: "weights", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	hcd.Spec.Template.VolumeMounts = []corev1.VolumeMount{{Name: "weights", MountPath: "/data"}}
+	hcd.Spec.Template.InitContainers = []corev1.Container{{Name: "fetch", Image: "s5cmd",
+		VolumeMounts: []corev1.VolumeMount{{Name: "weights", MountPath: "/data"}}}}
+	res := runPlugin(t, "", "plan", "-f", writeHCD(t, "fetch.yaml", hcd))
+	if res.code == 0 {
+		t.Fatalf("plan accepts an init container writing the model directory:\n%s", res.stdout)
+	}
+	for _, want := range []string{"spec.template.initContainers[0].volumeMounts[0]", "which the serving container mounts at /data", "mount it with readOnly: true"} {
+		if !strings.Contains(res.stderr, want) {
+			t.Errorf("plan's refusal lacks %q:\n%s", want, res.stderr)
+		}
+	}
+
+	// Read-only, it is accepted, and the mount is a layout fact plan shows.
+	hcd.Spec.Template.InitContainers[0].VolumeMounts[0].ReadOnly = true
+	out := runPlugin(t, "", "plan", "-f", writeHCD(t, "check.yaml", hcd)).mustSucceed(t).stdout
+	if !strings.Contains(out, "mount./data") && !strings.Contains(out, "mount /data") {
+		t.Errorf("plan does not show the mount over the model path as a layout fact:\n%s", out)
+	}
 }

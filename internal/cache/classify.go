@@ -133,6 +133,9 @@ func FactLabel(name string) string {
 	if v, ok := strings.CutPrefix(name, FactEnvPrefix); ok {
 		return "env " + v
 	}
+	if p, ok := strings.CutPrefix(name, FactMountPrefix); ok {
+		return "mount " + p
+	}
 	return name
 }
 

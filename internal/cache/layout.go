@@ -55,6 +55,10 @@ type Settings struct {
 	LayoutEnv map[string]string `json:"layoutEnv,omitempty"`
 	// KeyEnv are environment variables that change the keys by themselves, never the bytes.
 	KeyEnv map[string]string `json:"keyEnv,omitempty"`
+	// LayoutMounts are the volumes mounted into the serving container at paths not known to
+	// be neutral (mount path → the volume's identity and how it is mounted): what SGLang reads
+	// there (weights, code, configuration) is the volume's, so each is a layout fact.
+	LayoutMounts map[string]string `json:"layoutMounts,omitempty"`
 
 	// Neutral settings: they change neither keys nor bytes.
 	HostMemoryMode string  `json:"hostMemoryMode,omitempty"`
@@ -94,6 +98,9 @@ const (
 	// FactEnvPrefix starts the name of a layout fact set by an environment variable of the
 	// serving container: "env.SGLANG_DSV4_KV_LAYOUT".
 	FactEnvPrefix = "env."
+	// FactMountPrefix starts the name of a layout fact set by a volume mounted into the
+	// serving container: "mount./models".
+	FactMountPrefix = "mount."
 )
 
 // LayoutFacts are the facts that decide the bytes behind an unchanged key
@@ -118,6 +125,8 @@ type LayoutFacts map[string]string
 //   - every layout-relevant server flag given beside the spec (extra
 //     arguments such as --dtype or --json-model-override-args), by flag;
 //   - every layout-relevant environment variable of the serving container, by name;
+//   - every volume mounted into the serving container outside the neutral mount points, by
+//     mount path, with the volume's identity;
 //   - the draft: algorithm (NEXTN counted as EAGLE, its alias), placement,
 //     packed layer count, draft model, draft host pool kind, draft KV dtype —
 //     only for drafts that keep KV in the host tier (not NGRAM).
@@ -169,6 +178,9 @@ func Facts(t Topology, s Settings) LayoutFacts {
 	}
 	for name, v := range s.LayoutEnv {
 		f[FactEnvPrefix+name] = v
+	}
+	for p, v := range s.LayoutMounts {
+		f[FactMountPrefix+p] = v
 	}
 
 	d := t.Draft

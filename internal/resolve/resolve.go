@@ -393,6 +393,9 @@ func settingsAndEnv(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings
 		return s, env, err
 	}
 	s.LayoutEnv, s.KeyEnv = env.Layout, env.Keys
+	if s.LayoutMounts, err = podMounts(spec, rt.ArgsRelease); err != nil {
+		return s, env, err
+	}
 	if h.Ratio != "" {
 		ratio, err := strconv.ParseFloat(h.Ratio, 64)
 		if err != nil || math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio <= 1 {

@@ -45,7 +45,14 @@ type ArgRule struct {
 	// Reason says why, as the end of "spec.template.extraArgs sets <flag>,
 	// which ..." for a refused argument; optional for a neutral one.
 	Reason string
+	// ReadsFile marks a flag whose value names a file or directory SGLang reads (its reason
+	// starts with "file:" in the table): where that file lies is checked against the pod's
+	// volumes (internal/resolve, podmounts.go).
+	ReadsFile bool
 }
+
+// fileMarker starts the reason of a file-valued flag in extra_args.txt.
+const fileMarker = "file:"
 
 //go:embed extra_args.txt
 var embeddedArgRules []byte
@@ -67,7 +74,14 @@ func ParseArgRules(data []byte) (map[string]ArgRule, error) {
 	}
 	rules := make(map[string]ArgRule, len(lines))
 	for flag, l := range lines {
-		rules[flag] = ArgRule{Flag: flag, Class: l.Class, Field: l.Field, Reason: l.Reason}
+		r := ArgRule{Flag: flag, Class: l.Class, Field: l.Field, Reason: l.Reason}
+		if rest, ok := strings.CutPrefix(r.Reason, fileMarker); ok {
+			r.ReadsFile, r.Reason = true, strings.TrimSpace(rest)
+			if r.Class == ArgRefused {
+				return nil, fmt.Errorf("%s is refused and marked %s: a refused flag is never read", flag, fileMarker)
+			}
+		}
+		rules[flag] = r
 	}
 	return rules, nil
 }

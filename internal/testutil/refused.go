@@ -159,7 +159,7 @@ topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE3, modelP
   securityContext: {fsGroup: 1000}
   containerSecurityContext: {allowPrivilegeEscalation: false}
   containers:
-  - {name: logs, image: fluent-bit, ports: [{containerPort: 2020}], volumeMounts: [{name: logs, mountPath: /logs}]}
+  - {name: logs, image: fluent-bit, ports: [{containerPort: 2020}], volumeMounts: [{name: logs, mountPath: /logs, readOnly: true}]}
   initContainers:
   - {name: fetch, image: fetcher, volumeMounts: [{name: weights, mountPath: /models}]}`),
 		hcd("Kueue gang scheduling with a queue", `template: {gangScheduling: {scheduler: Kueue, queue: team-a}}`),
@@ -288,6 +288,8 @@ topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE3, modelP
 			"spec.template.volumeMounts: /dev/shm, /etc/hicache and /dev/infiniband are where the operator mounts"),
 		hcd("a mount over the weights of a model source", "model: {servedName: m, source: {pvc: {claimName: w}}}\ntemplate: {volumes: [{name: w, emptyDir: {}}], volumeMounts: [{name: w, mountPath: /models/extra}]}",
 			"spec.template.volumeMounts: with spec.model.source the operator mounts the weights at /models"),
+		hcd("a per-pod sub-path over the weights", `template: {volumes: [{name: w, persistentVolumeClaim: {claimName: w}}], volumeMounts: [{name: w, mountPath: /data, subPathExpr: "$(POD_NAME)"}]}`,
+			"spec.template.volumeMounts: a subPathExpr gives each pod another directory of the volume"),
 		hcd("a sidecar named like the hub download", `template: {containers: [{name: model-download, image: x}]}`,
 			"spec.template.containers: sglang, guard and model-download are the operator's containers"),
 		hcd("a mount over shared memory", `template: {volumes: [{name: w, emptyDir: {}}], volumeMounts: [{name: w, mountPath: /dev/shm}]}`,

@@ -276,3 +276,77 @@ func TestMountOfAnUndefinedVolumeIsReported(t *testing.T) {
 		t.Errorf("%d serving groups were created for a mount of an undefined volume", len(g))
 	}
 }
+
+// An init container that fills the directory SGLang loads its weights from is accepted by the
+// API server and refused by the operator, naming the field, why and what to do; nothing runs.
+// Mounted read-only, it runs, and the volume over the model path is a layout fact: another
+// claim there is another namespace, an emptyDir at /tmp is none.
+func TestContainerWritingWhatSGLangReadsIsRefused(t *testing.T) {
+	ns, _ := namespaceWithBackend(t)
+	h := hcd(t, ns, qwen3)
+	h.Spec.Model.Path = "/data/qwen3"
+	h.Spec.Template.Volumes = []corev1.Volume{{Name: "weights", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	h.Spec.Template.VolumeMounts = []corev1.VolumeMount{{Name: "weights", MountPath: "/data"}}
+	h.Spec.Template.InitContainers = []corev1.Container{{Name: "fetch", Image: "s5cmd", Command: []string{"s5cmd", "cp", "s3://weights/qwen3/*", "/data/qwen3/"},
+		VolumeMounts: []corev1.VolumeMount{{Name: "weights", MountPath: "/data"}}}}
+	create(t, h)
+	waitCondition(t, &hicachev1alpha1.HiCacheDeployment{}, ns, "qwen3", hicachev1alpha1.ConditionReady, metav1.ConditionFalse, 30*time.Second)
+	c := meta.FindStatusCondition(getHCD(t, ns, "qwen3").Status.Conditions, hicachev1alpha1.ConditionReady)
+	for _, want := range []string{`spec.template.initContainers[0].volumeMounts[0]: mounts volume "weights" writable (/data, not readOnly), which the serving container mounts at /data`,
+		"the operator cannot know it when it chooses the L3 namespace", "mount it with readOnly: true"} {
+		if c.Reason != hicachev1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, want) {
+			t.Errorf("Ready %s: %s; want InvalidSpec saying %q", c.Reason, c.Message, want)
+		}
+	}
+	eventually(t, 30*time.Second, "a Warning event InvalidSpec", func() (bool, string) {
+		return countEvents(t, ns, "qwen3", hicachev1alpha1.ReasonInvalidSpec) > 0, "no InvalidSpec event"
+	})
+	if g := groups(t, ns, "qwen3"); len(g) != 0 {
+		t.Errorf("%d serving groups were created for an init container writing the weights", len(g))
+	}
+
+	// The fix: the weights come from claims, the init container only reads them.
+	update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) {
+		h.Spec.Template.Volumes[0].VolumeSource = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "qwen3-a", ReadOnly: true}}
+		h.Spec.Template.InitContainers[0].VolumeMounts[0].ReadOnly = true
+		h.Spec.Template.InitContainers[0].Command = []string{"test", "-d", "/data/qwen3"}
+	})
+	nsA := cacheNamespace(t, ns, "qwen3")
+	var cm corev1.ConfigMap
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "qwen3-hicache"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if facts := fmt.Sprint(cm.Data); !strings.Contains(facts, `mount./data={"volume":{"persistentVolumeClaim":{"claimName":"qwen3-a","readOnly":true}}}`) {
+		t.Errorf("the ConfigMap's layout facts lack the claim over the model path: %s", facts)
+	}
+
+	other := hcd(t, ns, qwen3)
+	other.Name = "qwen3-b"
+	other.Spec.Model.Path = "/data/qwen3"
+	other.Spec.Template.Volumes = []corev1.Volume{{Name: "weights", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "qwen3-b", ReadOnly: true}}},
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	other.Spec.Template.VolumeMounts = []corev1.VolumeMount{{Name: "weights", MountPath: "/data", ReadOnly: true}, {Name: "scratch", MountPath: "/tmp"}}
+	create(t, other)
+	if nsB := cacheNamespace(t, ns, "qwen3-b"); nsB == nsA {
+		t.Errorf("claims qwen3-a and qwen3-b over the model path write namespaces %s and %s: other weights need their own", nsA, nsB)
+	}
+}
+
+// cacheNamespace waits for the L3 namespace a deployment's status reports, once its spec is
+// resolved and accepted.
+func cacheNamespace(t *testing.T, ns, name string) string {
+	t.Helper()
+	var got string
+	eventually(t, 60*time.Second, "the L3 namespace of "+name, func() (bool, string) {
+		h := getHCD(t, ns, name)
+		if h.Status.Cache != nil {
+			got = h.Status.Cache.Namespace
+		}
+		c := meta.FindStatusCondition(h.Status.Conditions, hicachev1alpha1.ConditionReady)
+		if c != nil && c.Reason == hicachev1alpha1.ReasonInvalidSpec {
+			return false, "still InvalidSpec: " + c.Message
+		}
+		return got != "", "no namespace in the status"
+	})
+	return got
+}
