@@ -13,7 +13,7 @@ const (
 	AdminAPIKeyEnv = "HICACHE_ADMIN_API_KEY" //nolint:gosec // G101: a variable's name, not a credential
 	APIKeyEnv      = "HICACHE_API_KEY"       //nolint:gosec // G101: a variable's name, not a credential
 	// RouterAdminKeyEnv carries the router's control-plane key into the router container.
-	RouterAdminKeyEnv = "HICACHE_ROUTER_ADMIN_KEY" //nolint:gosec // G101: a variable's name, not a credential
+	RouterAdminKeyEnv = "HICACHE_ROUTER_ADMIN_KEY"
 )
 
 // GeneratedAdminKeyField is the key of the admin API key in the Secret the operator generates.
