@@ -122,14 +122,14 @@ func adoptableKeySecret(hcd *hicachev1alpha1.HiCacheDeployment, s *corev1.Secret
 
 // adoptKeySecret puts the deployment's controller reference back on its admin key's Secret. The
 // patch carries the owner references and the resourceVersion only, never the key.
-func (r *HiCacheDeploymentReconciler) adoptKeySecret(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, s *corev1.Secret) error {
+func (r *HiCacheDeploymentReconciler) adoptKeySecret(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, s *corev1.Secret, what string) error {
 	before := s.DeepCopy()
 	s.OwnerReferences = append(s.OwnerReferences, ownerRef(hcd))
 	if err := r.Patch(ctx, s, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return err
 	}
 	r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonAdminKeySecretAdopted, "AdoptAdminKeySecret",
-		"Secret %s, which holds the generated admin API key, had lost its owner reference: it is the deployment's again", s.Name)
+		"Secret %s, which holds %s, generated, had lost its owner reference: it is the deployment's again", s.Name, what)
 	return nil
 }
 
@@ -172,7 +172,7 @@ func (r *HiCacheDeploymentReconciler) ensureKeys(ctx context.Context, hcd *hicac
 				"Generated %s in Secret %s (key %s); %s", what, ref.Name, ref.Key, event)
 		}
 		if generated && adoptableKeySecret(hcd, s) {
-			if err := r.adoptKeySecret(ctx, hcd, s); err != nil {
+			if err := r.adoptKeySecret(ctx, hcd, s, what); err != nil {
 				return fmt.Errorf("giving the %s's Secret %s its owner back: %w", what, ref.Name, err)
 			}
 		}
