@@ -22,16 +22,28 @@ import (
 // list or watch), only to say in the status when one a deployment needs is missing, and creates
 // the admin key's Secret of a deployment that names none.
 
+func secretEnv(name string, k hicachev1alpha1.SecretKeyReference) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: k.Name}, Key: k.Key}}}
+}
+
 // keyEnv is the rank container's variables of SGLang's keys.
 func keyEnv(hcd *hicachev1alpha1.HiCacheDeployment) []corev1.EnvVar {
-	ref := func(name string, k hicachev1alpha1.SecretKeyReference) corev1.EnvVar {
-		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: k.Name}, Key: k.Key}}}
-	}
 	admin, _ := resolve.AdminKeySecret(hcd)
-	env := []corev1.EnvVar{ref(resolve.AdminAPIKeyEnv, admin)}
+	env := []corev1.EnvVar{secretEnv(resolve.AdminAPIKeyEnv, admin)}
 	if k := resolve.APIKeySecret(hcd); k != nil {
-		env = append(env, ref(resolve.APIKeyEnv, *k))
+		env = append(env, secretEnv(resolve.APIKeyEnv, *k))
+	}
+	return env
+}
+
+// routerKeyEnv is the router container's variables of its keys: its own control-plane key,
+// and SGLang's API key when the servers require one (the router requires it of its clients and
+// presents it to the leaders). Never the servers' admin key.
+func routerKeyEnv(hcd *hicachev1alpha1.HiCacheDeployment) []corev1.EnvVar {
+	env := []corev1.EnvVar{secretEnv(resolve.RouterAdminKeyEnv, resolve.RouterAdminKeySecret(hcd))}
+	if k := resolve.APIKeySecret(hcd); k != nil {
+		env = append(env, secretEnv(resolve.APIKeyEnv, *k))
 	}
 	return env
 }
@@ -54,6 +66,11 @@ func newAdminKey() ([]byte, error) {
 // goes with it. Its value is set once, at creation; the operator never writes it again.
 func buildAdminKeySecret(hcd *hicachev1alpha1.HiCacheDeployment, key []byte) *corev1.Secret {
 	ref, _ := resolve.AdminKeySecret(hcd)
+	return buildKeySecret(hcd, ref, key)
+}
+
+// buildKeySecret is the Secret of a key the operator generates under ref.
+func buildKeySecret(hcd *hicachev1alpha1.HiCacheDeployment, ref hicachev1alpha1.SecretKeyReference, key []byte) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: ref.Name, Namespace: hcd.Namespace,
@@ -72,6 +89,9 @@ func keySecretProblem(hcd *hicachev1alpha1.HiCacheDeployment, field string, ref 
 		return fmt.Sprintf("Secret %q, named by %s, does not exist in namespace %s: create it with the key under %q", ref.Name, field, hcd.Namespace, ref.Key)
 	}
 	if generated && !metav1.IsControlledBy(s, hcd) {
+		if field == routerKeyField {
+			return fmt.Sprintf("Secret %q exists and is not this deployment's, so the operator does not generate the router's control-plane key in it: delete it, or rename the deployment", ref.Name)
+		}
 		return fmt.Sprintf("Secret %q exists and is not this deployment's, so the operator does not generate the admin API key in it: name it in spec.security.adminAPIKeySecretRef to use its key, or delete it", ref.Name)
 	}
 	if len(s.Data[ref.Key]) == 0 {
@@ -102,19 +122,24 @@ func adoptableKeySecret(hcd *hicachev1alpha1.HiCacheDeployment, s *corev1.Secret
 
 // adoptKeySecret puts the deployment's controller reference back on its admin key's Secret. The
 // patch carries the owner references and the resourceVersion only, never the key.
-func (r *HiCacheDeploymentReconciler) adoptKeySecret(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, s *corev1.Secret) error {
+func (r *HiCacheDeploymentReconciler) adoptKeySecret(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, s *corev1.Secret, what string) error {
 	before := s.DeepCopy()
 	s.OwnerReferences = append(s.OwnerReferences, ownerRef(hcd))
 	if err := r.Patch(ctx, s, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return err
 	}
 	r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonAdminKeySecretAdopted, "AdoptAdminKeySecret",
-		"Secret %s, which holds the generated admin API key, had lost its owner reference: it is the deployment's again", s.Name)
+		"Secret %s, which holds %s, generated, had lost its owner reference: it is the deployment's again", s.Name, what)
 	return nil
 }
 
+// routerKeyField is what names the router's control-plane key in messages: no field does, the
+// operator generates it for every deployment with spec.router.
+const routerKeyField = "spec.router (the router's control-plane key)"
+
 // ensureKeys checks the Secrets of SGLang's keys and generates the admin key's Secret when the
-// deployment names none; it returns a conditionError a user must act on.
+// deployment names none, and the router's control-plane key's Secret while it has spec.router;
+// it returns a conditionError a user must act on.
 func (r *HiCacheDeploymentReconciler) ensureKeys(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment) error {
 	get := func(name string) (*corev1.Secret, error) {
 		var s corev1.Secret
@@ -127,30 +152,43 @@ func (r *HiCacheDeploymentReconciler) ensureKeys(ctx context.Context, hcd *hicac
 		}
 		return &s, nil
 	}
-	admin, generated := resolve.AdminKeySecret(hcd)
-	s, err := get(admin.Name)
-	if err != nil {
-		return fmt.Errorf("reading the admin API key's Secret %s: %w", admin.Name, err)
-	}
-	if s == nil && generated {
-		key, err := newAdminKey()
+	// ensure reads the Secret of ref, generating it first when the operator owns it and it is
+	// missing, and says what is wrong with it.
+	ensure := func(what, field, event string, ref hicachev1alpha1.SecretKeyReference, generated bool) error {
+		s, err := get(ref.Name)
 		if err != nil {
-			return fmt.Errorf("generating an admin API key: %w", err)
+			return fmt.Errorf("reading the %s's Secret %s: %w", what, ref.Name, err)
 		}
-		s = buildAdminKeySecret(hcd, key)
-		if err := r.Create(ctx, s); err != nil {
-			return fmt.Errorf("creating the admin API key's Secret %s: %w", admin.Name, err)
+		if s == nil && generated {
+			key, err := newAdminKey()
+			if err != nil {
+				return fmt.Errorf("generating the %s: %w", what, err)
+			}
+			s = buildKeySecret(hcd, ref, key)
+			if err := r.Create(ctx, s); err != nil {
+				return fmt.Errorf("creating the %s's Secret %s: %w", what, ref.Name, err)
+			}
+			r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonAdminKeyGenerated, "GenerateAdminKey",
+				"Generated %s in Secret %s (key %s); %s", what, ref.Name, ref.Key, event)
 		}
-		r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonAdminKeyGenerated, "GenerateAdminKey",
-			"Generated SGLang's admin API key in Secret %s (key %s); the admin endpoints take it as a bearer token", admin.Name, admin.Key)
+		if generated && adoptableKeySecret(hcd, s) {
+			if err := r.adoptKeySecret(ctx, hcd, s, what); err != nil {
+				return fmt.Errorf("giving the %s's Secret %s its owner back: %w", what, ref.Name, err)
+			}
+		}
+		if msg := keySecretProblem(hcd, field, ref, s, generated); msg != "" {
+			return &conditionError{reason: hicachev1alpha1.ReasonKeySecretInvalid, message: msg}
+		}
+		return nil
 	}
-	if generated && adoptableKeySecret(hcd, s) {
-		if err := r.adoptKeySecret(ctx, hcd, s); err != nil {
-			return fmt.Errorf("giving the admin API key's Secret %s its owner back: %w", admin.Name, err)
-		}
+	admin, generated := resolve.AdminKeySecret(hcd)
+	if err := ensure("SGLang's admin API key", "spec.security.adminAPIKeySecretRef", "the admin endpoints take it as a bearer token", admin, generated); err != nil {
+		return err
 	}
-	if msg := keySecretProblem(hcd, "spec.security.adminAPIKeySecretRef", admin, s, generated); msg != "" {
-		return &conditionError{reason: hicachev1alpha1.ReasonKeySecretInvalid, message: msg}
+	if hcd.Spec.Router != nil {
+		if err := ensure("the router's control-plane key", routerKeyField, "the router's /workers, /flush_cache and other management routes take it as a bearer token", resolve.RouterAdminKeySecret(hcd), true); err != nil {
+			return err
+		}
 	}
 	if ref := resolve.APIKeySecret(hcd); ref != nil {
 		s, err := get(ref.Name)

@@ -168,3 +168,82 @@ func TestAdoptableKeySecret(t *testing.T) {
 		})
 	}
 }
+
+// The router takes its keys from Secrets as the ranks do: its own control-plane key always (the
+// operator generates it), SGLang's API key when the servers require one, which it then requires
+// of its clients and presents to the leaders; never the servers' admin key.
+func TestRouterTakesItsKeysFromSecrets(t *testing.T) {
+	clients := &hicachev1alpha1.SecretKeyReference{Name: "clients", Key: "token"}
+	for name, tc := range map[string]struct {
+		hcd      *hicachev1alpha1.HiCacheDeployment
+		wantRefs map[string]string
+		apiKey   bool
+	}{
+		"no API key: open serving routes, locked management routes": {
+			hcd:      withRouter(makeHCD("q").TP(4).Obj(), ""),
+			wantRefs: map[string]string{resolve.RouterAdminKeyEnv: "q-router-admin/admin-api-key"},
+		},
+		"an API key: the router requires it and presents it": {
+			hcd:      withRouter(withKeys(makeHCD("q").TP(4).Obj(), &hicachev1alpha1.SecretKeyReference{Name: "ops", Key: "admin"}, clients), ""),
+			wantRefs: map[string]string{resolve.RouterAdminKeyEnv: "q-router-admin/admin-api-key", resolve.APIKeyEnv: "clients/token"},
+			apiKey:   true,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs, err := BuildRouter(tc.hcd, DefaultRouterImage)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := objs.Deployment.Spec.Template.Spec.Containers[0]
+			refs := map[string]string{}
+			for _, e := range c.Env {
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					refs[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+				}
+				if strings.Contains(e.Name, "KEY") && e.Value != "" {
+					t.Errorf("variable %s has a literal value", e.Name)
+				}
+			}
+			if diff := cmp.Diff(tc.wantRefs, refs); diff != "" {
+				t.Errorf("the router's secretKeyRef variables (-want +got):\n%s", diff)
+			}
+			joined := " " + strings.Join(c.Args, " ") + " "
+			if !strings.Contains(joined, " --control-plane-api-keys operator:operator:admin:$("+resolve.RouterAdminKeyEnv+") ") {
+				t.Errorf("router args lack the control-plane key: %s", joined)
+			}
+			if got := strings.Contains(joined, " --api-key $("+resolve.APIKeyEnv+") "); got != tc.apiKey {
+				t.Errorf("router args give --api-key: %v, want %v: %s", got, tc.apiKey, joined)
+			}
+			if strings.Contains(joined, resolve.AdminAPIKeyEnv) {
+				t.Errorf("the router is given the servers' admin key: %s", joined)
+			}
+		})
+	}
+}
+
+// The router's control-plane key is generated in a Secret of its own, apart from the servers'
+// admin key, as that one is: a 43-character key that KeyProblem accepts, owned by the deployment.
+func TestGeneratedRouterKey(t *testing.T) {
+	h := withRouter(makeHCD("q").Obj(), "")
+	ref := resolve.RouterAdminKeySecret(h)
+	admin, _ := resolve.AdminKeySecret(h)
+	if ref.Name == admin.Name {
+		t.Fatalf("the router's key and the servers' admin key share Secret %s", ref.Name)
+	}
+	key, err := newAdminKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := buildKeySecret(h, ref, key)
+	if s.Name != "q-router-admin" || string(s.Data[ref.Key]) != string(key) || !metav1.IsControlledBy(s, h) {
+		t.Errorf("router key Secret %s/%v, owned: %v", s.Name, s.Data, metav1.IsControlledBy(s, h))
+	}
+	if p := keySecretProblem(h, routerKeyField, ref, s, true); p != "" {
+		t.Errorf("the generated router key is refused: %s", p)
+	}
+	foreign := s.DeepCopy()
+	foreign.OwnerReferences = nil
+	if p := keySecretProblem(h, routerKeyField, ref, foreign, true); !strings.Contains(p, "router's control-plane key") {
+		t.Errorf("a Secret of that name that is not the deployment's: %q, want a refusal naming the router's key", p)
+	}
+}

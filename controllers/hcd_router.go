@@ -76,7 +76,7 @@ func BuildRouter(hcd *hicachev1alpha1.HiCacheDeployment, image string) (*router.
 	objs, err := router.Build(router.Deployment{
 		Name: routerName(hcd.Name), Namespace: hcd.Namespace, Image: image,
 		Replicas: max(spec.Replicas, 1), Labels: labels, Selector: routerSelector(hcd),
-		Resources: spec.Resources, Owner: ptr.To(ownerRef(hcd)),
+		Resources: spec.Resources, Owner: ptr.To(ownerRef(hcd)), Env: routerKeyEnv(hcd),
 	}, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("spec.router: %w", err)

@@ -8,7 +8,10 @@ import (
 // of the groups through Kubernetes (only Ready leaders receive requests), routes each request by
 // its policy, and the deployment's client Service points at it instead of at the leaders. With
 // spec.roles it runs in prefill/decode mode: it sends each request to a prefill and a decode
-// leader, telling the decode server where the prefill's bootstrap server is.
+// leader, telling the decode server where the prefill's bootstrap server is. Its management
+// routes (/workers, /flush_cache, ...) take only a key the operator generates into the Secret
+// <deployment>-router-admin; with spec.security.apiKeySecretRef its serving routes require the
+// servers' API key.
 type RouterSpec struct {
 	// replicas is the number of router pods.
 	// +kubebuilder:default=1

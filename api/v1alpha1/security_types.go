@@ -19,13 +19,15 @@ type ServingSecurity struct {
 	// apiKeySecretRef names the Secret key holding SGLang's API key (--api-key), which every
 	// other endpoint (the OpenAI-compatible API, generate, ...) then requires as a bearer token;
 	// health, readiness and metrics stay open for probes. When unset those endpoints need no
-	// key.
+	// key. With spec.router the router requires the same key of its clients and presents it to
+	// the servers.
 	// +optional
 	APIKeySecretRef *SecretKeyReference `json:"apiKeySecretRef,omitempty"`
 
 	// clients are the peers that may reach SGLang's HTTP port, in the NetworkPolicy peer form
 	// (podSelector, namespaceSelector, ipBlock). When empty, every pod of the deployment's
-	// namespace may.
+	// namespace may. With spec.router, these peers, and only they, reach the router's HTTP and
+	// metrics ports, and the router reaches the servers.
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic

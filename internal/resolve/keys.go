@@ -12,6 +12,8 @@ import (
 const (
 	AdminAPIKeyEnv = "HICACHE_ADMIN_API_KEY" //nolint:gosec // G101: a variable's name, not a credential
 	APIKeyEnv      = "HICACHE_API_KEY"       //nolint:gosec // G101: a variable's name, not a credential
+	// RouterAdminKeyEnv carries the router's control-plane key into the router container.
+	RouterAdminKeyEnv = "HICACHE_ROUTER_ADMIN_KEY"
 )
 
 // GeneratedAdminKeyField is the key of the admin API key in the Secret the operator generates.
@@ -28,6 +30,17 @@ func AdminKeySecret(hcd *hicachev1alpha1.HiCacheDeployment) (ref hicachev1alpha1
 		return *s.AdminAPIKeySecretRef, false
 	}
 	return hicachev1alpha1.SecretKeyReference{Name: GeneratedAdminKeySecret(hcd.Name), Key: GeneratedAdminKeyField}, true
+}
+
+// GeneratedRouterAdminKeySecret is the Secret the operator generates for the router's
+// control-plane key (its /workers, /flush_cache, ... routes), under GeneratedAdminKeyField. No
+// server holds it, and the router holds no admin key of the servers.
+func GeneratedRouterAdminKeySecret(hcd string) string { return hcd + "-router-admin" }
+
+// RouterAdminKeySecret is the Secret key the router's control-plane key comes from; always the
+// one the operator generates.
+func RouterAdminKeySecret(hcd *hicachev1alpha1.HiCacheDeployment) hicachev1alpha1.SecretKeyReference {
+	return hicachev1alpha1.SecretKeyReference{Name: GeneratedRouterAdminKeySecret(hcd.Name), Key: GeneratedAdminKeyField}
 }
 
 // APIKeySecret is the Secret key the API key comes from, nil when the OpenAI endpoints need none.

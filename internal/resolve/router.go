@@ -23,7 +23,11 @@ func LeaderSelector(hcd *hicachev1alpha1.HiCacheDeployment, role hicachev1alpha1
 // it discovers the leaders of the serving groups in the deployment's namespace and routes by
 // spec.router.policy. With spec.roles it runs in prefill/decode mode: the prefill and the decode
 // leaders are discovered apart, by their role label, and each request goes to one of each, chosen
-// by spec.router.prefillPolicy and decodePolicy (spec.router.policy when unset). The operator
+// by spec.router.prefillPolicy and decodePolicy (spec.router.policy when unset). With
+// spec.security.apiKeySecretRef the router requires SGLang's API key of its clients and presents
+// it to the leaders, whose guard passes it to SGLang; its management routes take only the key
+// of the Secret the operator generates for it (RouterAdminKeySecret). Both reach it as
+// references the kubelet expands from secretKeyRef variables. The operator
 // runs it (controllers.BuildRouter) and kubectl hicache plan shows it from this one function.
 func RouterConfig(hcd *hicachev1alpha1.HiCacheDeployment) (router.Config, error) {
 	spec := hcd.Spec.Router
@@ -34,6 +38,11 @@ func RouterConfig(hcd *hicachev1alpha1.HiCacheDeployment) (router.Config, error)
 		Namespace:  hcd.Namespace,
 		WorkerPort: SGLangPort,
 		Policy:     string(spec.Policy),
+		// The kubelet expands these from secretKeyRef variables (controllers.BuildRouter).
+		ControlPlaneKey: "$(" + RouterAdminKeyEnv + ")",
+	}
+	if APIKeySecret(hcd) != nil {
+		cfg.APIKey = "$(" + APIKeyEnv + ")"
 	}
 	if hcd.Spec.Roles == nil {
 		for _, p := range []struct{ field, value string }{{"prefillPolicy", string(spec.PrefillPolicy)}, {"decodePolicy", string(spec.DecodePolicy)}} {

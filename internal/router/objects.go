@@ -31,6 +31,9 @@ type Deployment struct {
 	Tolerations  []corev1.Toleration
 	// Owner, when set, owns every object.
 	Owner *metav1.OwnerReference
+	// Env is added to the router container: the secretKeyRef variables its keys' references
+	// (Config.APIKey, Config.ControlPlaneKey) name, so that the pod spec names only Secrets.
+	Env []corev1.EnvVar
 }
 
 // Objects are the Kubernetes objects of one router: its identity and the right to watch the
@@ -105,7 +108,7 @@ func Build(d Deployment, cfg Config) (*Objects, error) {
 		},
 		Resources: d.Resources,
 		// The root file system is read-only: whatever the router caches goes to /tmp.
-		Env:            []corev1.EnvVar{{Name: "HOME", Value: "/tmp"}},
+		Env:            append([]corev1.EnvVar{{Name: "HOME", Value: "/tmp"}}, d.Env...),
 		VolumeMounts:   []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
 		StartupProbe:   probe("/liveness", 1, 60),
 		ReadinessProbe: probe("/readiness", 2, 1),

@@ -11,12 +11,16 @@ import (
 func pdConfig(ns string) Config {
 	return Config{Namespace: ns, WorkerPort: 30000,
 		PrefillSelector: map[string]string{"hicache.io/deployment": "x", "hicache.io/role": "prefill"},
-		DecodeSelector:  map[string]string{"hicache.io/deployment": "x", "hicache.io/role": "decode"}}
+		DecodeSelector:  map[string]string{"hicache.io/deployment": "x", "hicache.io/role": "decode"},
+		ControlPlaneKey: "$(ROUTER_KEY)"}
 }
 
 func TestBuild(t *testing.T) {
 	labels := map[string]string{"app.kubernetes.io/name": "router", "hicache.io/deployment": "x"}
-	o, err := Build(Deployment{Name: "x-router", Namespace: "serving", Image: "localhost/smg:1.13.0", Replicas: 2, Labels: labels, Selector: labels}, pdConfig("serving"))
+	key := corev1.EnvVar{Name: "ROUTER_KEY", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "x-router-admin"}, Key: "admin-api-key"}}}
+	o, err := Build(Deployment{Name: "x-router", Namespace: "serving", Image: "localhost/smg:1.13.0", Replicas: 2, Labels: labels, Selector: labels,
+		Env: []corev1.EnvVar{key}}, pdConfig("serving"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,6 +38,11 @@ func TestBuild(t *testing.T) {
 	c := pod.Containers[0]
 	if !slices.Equal(c.Command, Command()) || !slices.Contains(c.Args, "--pd-disaggregation") {
 		t.Errorf("container runs %q %q", c.Command, c.Args)
+	}
+	// The key reaches the container only from its Secret, which the command line names by variable.
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == key.Name && e.ValueFrom == key.ValueFrom }) ||
+		!slices.Contains(c.Args, "operator:operator:admin:$(ROUTER_KEY)") {
+		t.Errorf("container env %+v, args %q: want the control-plane key from its Secret", c.Env, c.Args)
 	}
 	for name, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe, "startup": c.StartupProbe} {
 		if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.StrVal != PortHealth {

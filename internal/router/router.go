@@ -64,7 +64,22 @@ type Config struct {
 	// Port, HealthPort and MetricsPort default to DefaultPort, DefaultHealthPort and
 	// DefaultMetricsPort.
 	Port, HealthPort, MetricsPort int
+	// APIKey, when set, is the key the router requires of its clients on its serving routes
+	// (/generate, the OpenAI API, ...) and presents to every worker it discovers (--api-key: the
+	// release has one key for both). Empty, those routes are open and the workers are reached
+	// without a key.
+	APIKey string
+	// ControlPlaneKey is the only key the router's own management routes take (/workers,
+	// /flush_cache, /get_loads, /wasm, /v1/tokenizers), as an admin service account
+	// (--control-plane-api-keys). It is required: without it those routes take the API key
+	// every client holds, or no key at all, and whoever reaches them can add a worker of their
+	// own (which then receives other clients' requests) or remove the real ones.
+	ControlPlaneKey string
 }
+
+// ControlPlaneAccount is the id and name of the router's one control-plane account
+// (--control-plane-api-keys id:name:role:key); smg's audit log names it.
+const ControlPlaneAccount = "operator"
 
 // PD reports whether the router routes between prefill and decode servers.
 func (c Config) PD() bool { return len(c.PrefillSelector) > 0 || len(c.DecodeSelector) > 0 }
@@ -142,6 +157,23 @@ func Args(cfg Config) ([]string, error) {
 		}
 		args = append(args, p.flag, p.value)
 	}
+	for _, k := range []struct{ name, value string }{{"APIKey", cfg.APIKey}, {"ControlPlaneKey", cfg.ControlPlaneKey}} {
+		// The control-plane key is the last field of id:name:role:key, and every value is one
+		// word of the command line.
+		if strings.ContainsAny(k.value, ": \t\n\r") {
+			fail("the router's %s cannot hold ':' or whitespace", k.name)
+		}
+	}
+	switch {
+	case cfg.ControlPlaneKey == "":
+		fail("the router needs a ControlPlaneKey: without one its /workers routes take the clients' API key, or none")
+	case cfg.ControlPlaneKey == cfg.APIKey:
+		fail("the router's ControlPlaneKey must differ from its APIKey, which every client holds")
+	}
+	if cfg.APIKey != "" {
+		args = append(args, "--api-key", cfg.APIKey)
+	}
+	args = append(args, "--control-plane-api-keys", strings.Join([]string{ControlPlaneAccount, ControlPlaneAccount, "admin", cfg.ControlPlaneKey}, ":"))
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,6 +21,7 @@ import (
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/resolve"
 	"github.com/hicache-io/hicache-operator/internal/router"
 )
 
@@ -80,6 +83,60 @@ func TestRouterInFrontOfTheGroups(t *testing.T) {
 		len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].NamespaceSelector != nil {
 		t.Errorf("the router's NetworkPolicy selects %v and admits %+v, want the router pods and the namespace's pods", np.Spec.PodSelector.MatchLabels, np.Spec.Ingress)
 	}
+	// Its management routes take a key of its own, generated into a Secret owned by the
+	// deployment and given to the router only by reference; it is never given the servers' admin key.
+	var routerKey corev1.Secret
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "qwen3-router-admin"}, &routerKey); err != nil {
+		t.Fatalf("the router's key Secret: %v", err)
+	}
+	if p := resolve.KeyProblem(routerKey.Data[resolve.GeneratedAdminKeyField]); p != "" || !metav1.IsControlledBy(&routerKey, getHCD(t, ns, "qwen3")) {
+		t.Errorf("the router's generated key %s; owned by the deployment: %v", p, metav1.IsControlledBy(&routerKey, getHCD(t, ns, "qwen3")))
+	}
+	refs := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			refs[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		}
+	}
+	if !maps.Equal(refs, map[string]string{resolve.RouterAdminKeyEnv: "qwen3-router-admin/admin-api-key"}) {
+		t.Errorf("the router's key variables %v, want only its own key, from its Secret", refs)
+	}
+	for _, a := range c.Args {
+		if strings.Contains(a, string(routerKey.Data[resolve.GeneratedAdminKeyField])) {
+			t.Errorf("the router's command line holds its key in clear")
+		}
+	}
+
+	// spec.security.clients names who reaches the router: the policy admits them, and no longer
+	// the namespace's pods; the router, then the leaders' client, also reaches the leaders.
+	gateway := networkingv1.NetworkPolicyPeer{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "gateway"}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "gateway"}},
+	}
+	update(t, getHCD(t, ns, "qwen3"), func(h *hicachev1alpha1.HiCacheDeployment) {
+		h.Spec.Security = &hicachev1alpha1.ServingSecurity{Clients: []networkingv1.NetworkPolicyPeer{gateway}}
+	})
+	eventually(t, 30*time.Second, "the router's policy admits spec.security.clients", func() (bool, string) {
+		if err := k8s.Get(ctx, key, &np); err != nil {
+			return false, err.Error()
+		}
+		ok := len(np.Spec.Ingress) == 1 && len(np.Spec.Ingress[0].From) == 1 && equality.Semantic.DeepEqual(np.Spec.Ingress[0].From[0], gateway)
+		return ok, fmt.Sprintf("admits %+v", np.Spec.Ingress)
+	})
+	var leaders networkingv1.NetworkPolicy
+	eventually(t, 30*time.Second, "the leaders' policy admits the clients and the router", func() (bool, string) {
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "qwen3-sglang"}, &leaders); err != nil {
+			return false, err.Error()
+		}
+		if len(leaders.Spec.Ingress) == 0 {
+			return false, "no ingress rule"
+		}
+		from := leaders.Spec.Ingress[0].From
+		ok := len(from) == 2 && equality.Semantic.DeepEqual(from[0], gateway) && from[1].NamespaceSelector == nil && from[1].PodSelector != nil &&
+			maps.Equal(from[1].PodSelector.MatchLabels, map[string]string{hicachev1alpha1.LabelRouter: "qwen3"})
+		return ok, fmt.Sprintf("admits %+v", from)
+	})
+
 	var svc corev1.Service
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "qwen3"}, &svc); err != nil {
 		t.Fatal(err)

@@ -168,11 +168,14 @@ func standInPod(h *hicachev1alpha1.HiCacheDeployment, name string, labels, annot
 	fieldEnv := func(name, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
 	}
-	adminKey := corev1.EnvVar{Name: resolve.AdminAPIKeyEnv, Value: "a-test-admin-key-0123456789abcdefghij"}
+	keys := []corev1.EnvVar{{Name: resolve.AdminAPIKeyEnv, Value: testAdminKey}}
+	if resolve.APIKeySecret(h) != nil {
+		keys = append(keys, corev1.EnvVar{Name: resolve.APIKeyEnv, Value: testAPIKey})
+	}
 	guard := controllers.GuardContainer(h, bootstrap, images.Operator)
 	guard.ImagePullPolicy = corev1.PullNever
-	// The key as a value rather than from the deployment's Secret, which these tests do not make.
-	guard.Env = []corev1.EnvVar{fieldEnv("POD_IP", "status.podIP"), adminKey}
+	// The keys as values rather than from the deployment's Secrets, which these tests do not make.
+	guard.Env = append([]corev1.EnvVar{fieldEnv("POD_IP", "status.podIP")}, keys...)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.Namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
@@ -186,9 +189,9 @@ func standInPod(h *hicachev1alpha1.HiCacheDeployment, name string, labels, annot
 			Containers: []corev1.Container{{
 				Name: resolve.ServingContainer, Image: images.SGLangStandin, ImagePullPolicy: corev1.PullNever,
 				Command: sglang.Command(), Args: args,
-				Env: []corev1.EnvVar{
-					fieldEnv("POD_IP", "status.podIP"), fieldEnv("NODE_RANK", "metadata.labels['"+podIndex+"']"), adminKey,
-				},
+				Env: append([]corev1.EnvVar{
+					fieldEnv("POD_IP", "status.podIP"), fieldEnv("NODE_RANK", "metadata.labels['"+podIndex+"']"),
+				}, keys...),
 				ReadinessProbe: &corev1.Probe{
 					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: probe, Port: intstr.FromInt32(controllers.SGLangPort)}},
 					PeriodSeconds: 1, FailureThreshold: 1,
@@ -202,14 +205,53 @@ func standInPod(h *hicachev1alpha1.HiCacheDeployment, name string, labels, annot
 	}
 }
 
-func get(url string) (int, string, error) {
-	resp, err := inNetns.Get(url)
+// The keys of these tests: the servers' admin key and API key (given to the stand-ins and their
+// proxies as values), and the router's control-plane key (in the Secret the operator would
+// generate, which startRouter creates). Each is a key the operator accepts.
+const (
+	testAdminKey  = "a-test-admin-key-0123456789abcdefghij"
+	testAPIKey    = "a-test-api-key-0123456789abcdefghijklmn"
+	testRouterKey = "a-test-router-key-0123456789abcdefghijk"
+)
+
+func get(url string) (int, string, error) { return request(http.MethodGet, url, "", "") }
+
+// request sends method to url with a bearer token (none when empty) and a JSON body (none when
+// empty); it answers the status and the body.
+func request(method, url, token, body string) (int, string, error) {
+	code, _, b, err := exchange(method, url, token, body)
+	return code, b, err
+}
+
+// exchange is request that also answers the response's header fields, one "Name: value" a line.
+func exchange(method, url, token, body string) (int, string, string, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
 	if err != nil {
-		return 0, "", err
+		return 0, "", "", err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := inNetns.Do(req)
+	if err != nil {
+		return 0, "", "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
+	var hdr strings.Builder
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			fmt.Fprintf(&hdr, "%s: %s\n", k, v)
+		}
+	}
+	return resp.StatusCode, hdr.String(), string(b), err
 }
 
 // TestPrefillDecodeRouterDiscoversTheReadyLeaders: the router the operator builds for the PD
@@ -373,6 +415,18 @@ func startRouter(ctx context.Context, t *testing.T, h *hicachev1alpha1.HiCacheDe
 		o.SetOwnerReferences(nil)
 	}
 	ns := h.Namespace
+	// The Secrets the router's key variables name: its control-plane key's, which the operator
+	// generates, and the API key's, which a user makes.
+	secrets := map[hicachev1alpha1.SecretKeyReference]string{resolve.RouterAdminKeySecret(h): testRouterKey}
+	if ref := resolve.APIKeySecret(h); ref != nil {
+		secrets[*ref] = testAPIKey
+	}
+	for ref, key := range secrets {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ns}, Data: map[string][]byte{ref.Key: []byte(key)}}
+		if _, err := cs.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, objs.ServiceAccount, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -407,6 +461,7 @@ func (r *runningRouter) pod() (*corev1.Pod, bool) {
 // worker is one entry of the router's /workers answer, as far as the tests read it.
 type worker struct {
 	URL        string `json:"url"`
+	Model      string `json:"model_id"`
 	WorkerType string `json:"worker_type"`
 	Healthy    bool   `json:"is_healthy"`
 	Bootstrap  *int   `json:"bootstrap_port"`
@@ -423,7 +478,8 @@ func (r *runningRouter) workers() (map[string][]worker, string, error) {
 	if p == nil || p.Status.PodIP == "" {
 		return nil, "", fmt.Errorf("no router pod with an address yet")
 	}
-	code, body, err := get(fmt.Sprintf("http://%s:%d/workers", p.Status.PodIP, router.DefaultPort))
+	// The router's management routes take only its control-plane key.
+	code, body, err := request(http.MethodGet, fmt.Sprintf("http://%s:%d/workers", p.Status.PodIP, router.DefaultPort), testRouterKey, "")
 	if err != nil || code != http.StatusOK {
 		return nil, body, fmt.Errorf("GET /workers: %d %v %s", code, err, body)
 	}
@@ -527,6 +583,140 @@ func TestRouterDiscoversTheReadyLeaders(t *testing.T) {
 	}
 	expect("group 1 dropped", 0)
 	logf("group 1 dropped %s after its leader was deleted", time.Since(gone).Round(100*time.Millisecond))
+}
+
+// TestRouterRequiresTheClientsKey: with spec.security.apiKeySecretRef the router the operator
+// builds requires SGLang's API key of its clients (401 without it, or with any other key) and
+// presents it to the leaders, whose proxies pass it to SGLang: the stand-ins refuse /server_info
+// without it, so the router has workers only if it does. Its management routes take only its own
+// control-plane key, not the clients' key. No answer of the router, on any of its ports and
+// whatever key is sent, holds a key, nor do its logs.
+func TestRouterRequiresTheClientsKey(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ns := newNamespace(ctx, t)
+	h := testutil.LoadSample(t, "hicachedeployment_qwen3.yaml")
+	h.Namespace = ns
+	h.Spec.Router = &hicachev1alpha1.RouterSpec{}
+	h.Spec.Security = &hicachev1alpha1.ServingSecurity{APIKeySecretRef: &hicachev1alpha1.SecretKeyReference{Name: "clients", Key: "token"}}
+	h.Default()
+	res, err := resolve.Resolve(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for g := range 2 {
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, groupLeader(t, h, res, g, true), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := startRouter(ctx, t, h)
+	// Ready means it has healthy workers, which it registered with the API key.
+	rt.waitReady(t)
+	var model string
+	testutil.Eventually(t, 2*time.Minute, "both leaders registered", func() (bool, string) {
+		by, body, err := rt.workers()
+		if err != nil || len(by["regular"]) != 2 {
+			return false, fmt.Sprintf("%v %s", err, body)
+		}
+		model = by["regular"][0].Model
+		return model != "", body
+	})
+	p, _ := rt.pod()
+	base := fmt.Sprintf("http://%s:%d", p.Status.PodIP, router.DefaultPort)
+	// With discovery the router serves many models: a request names its model.
+	gen := fmt.Sprintf(`{"model":%q,"text":"The capital of France is","sampling_params":{"max_new_tokens":4}}`, model)
+
+	// Who may do what: the serving routes take the API key only; the management routes the
+	// control-plane key only.
+	for _, tc := range []struct {
+		method, path, body, token string
+		want                      int
+	}{
+		{"POST", "/generate", gen, "", http.StatusUnauthorized},
+		{"POST", "/generate", gen, "not-the-key-0123456789abcdefghijklmnop", http.StatusUnauthorized},
+		{"POST", "/generate", gen, testAdminKey, http.StatusUnauthorized},
+		{"POST", "/generate", gen, testRouterKey, http.StatusUnauthorized},
+		{"POST", "/generate", gen, testAPIKey, http.StatusOK},
+		{"GET", "/workers", "", "", http.StatusUnauthorized},
+		{"GET", "/workers", "", testAPIKey, http.StatusUnauthorized},
+		{"GET", "/workers", "", testAdminKey, http.StatusUnauthorized},
+		{"GET", "/workers", "", testRouterKey, http.StatusOK},
+		{"POST", "/workers", `{"url":"http://127.0.0.1:9"}`, testAPIKey, http.StatusUnauthorized},
+		{"GET", "/get_loads", "", testAPIKey, http.StatusUnauthorized},
+		{"POST", "/flush_cache", "", testAPIKey, http.StatusUnauthorized},
+	} {
+		code, body, err := request(tc.method, base+tc.path, tc.token, tc.body)
+		who := map[string]string{"": "no key", testAPIKey: "the API key", testAdminKey: "the admin key", testRouterKey: "the router's key"}[tc.token]
+		if who == "" {
+			who = "another key"
+		}
+		if err != nil || code != tc.want {
+			t.Errorf("%s %s with %s: %d %v %.200s, want %d", tc.method, tc.path, who, code, err, body, tc.want)
+		}
+	}
+
+	// No key in any answer: the router's routes, a few spellings of the ones that forward to a
+	// server, its probe and metrics ports, with every key and none.
+	paths := []string{"/workers", "/get_server_info", "/get_server_info/", "/get_server_info?x=1", "//get_server_info", "/server_info",
+		"/v1/models", "/get_model_info", "/model_info", "/get_loads", "/engine_metrics", "/health", "/health_generate", "/readiness",
+		"/liveness", "/wasm", "/v1/tokenizers", "/metrics", "/", "/nothing-here"}
+	var urls []string
+	for _, path := range paths {
+		urls = append(urls, base+path)
+	}
+	for _, path := range []string{"/health", "/readiness", "/liveness", "/workers"} {
+		urls = append(urls, fmt.Sprintf("http://%s:%d%s", p.Status.PodIP, router.DefaultHealthPort, path))
+	}
+	urls = append(urls, fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, router.DefaultMetricsPort))
+	type call struct{ method, url, body string }
+	var calls []call
+	for _, u := range urls {
+		calls = append(calls, call{"GET", u, ""})
+	}
+	for _, path := range []string{"/generate", "/v1/completions", "/v1/chat/completions", "/flush_cache", "/parse/reasoning", "/v1/tokenize"} {
+		calls = append(calls, call{"POST", base + path, gen})
+	}
+	secrets := map[string]string{"admin key": testAdminKey, "API key": testAPIKey, "router's key": testRouterKey}
+	sent, answered := 0, 0
+	for _, c := range calls {
+		for _, token := range []string{"", testAPIKey, testRouterKey, testAdminKey} {
+			code, hdr, body, err := exchange(c.method, c.url, token, c.body)
+			sent++
+			if err != nil {
+				t.Errorf("%s %s: %v", c.method, c.url, err)
+				continue
+			}
+			if code == http.StatusOK {
+				answered++
+			}
+			for what, key := range secrets {
+				if strings.Contains(hdr+body, key) {
+					t.Errorf("%s %s (%d) answers the %s", c.method, c.url, code, what)
+				}
+			}
+		}
+	}
+	logf("%d requests to the router, %d answered 200, none with a key", sent, answered)
+	if answered == 0 {
+		t.Error("no request was answered: the fuzz read nothing")
+	}
+	// The answers that forward to a server were read: the router's /get_server_info with the
+	// API key is a server's, with its keys redacted.
+	if code, body, _ := request(http.MethodGet, base+"/get_server_info", testAPIKey, ""); code != http.StatusOK || !strings.Contains(body, `"api_key":"<redacted>"`) {
+		t.Errorf("the router's /get_server_info with the API key: %d %.300s, want a server's answer, redacted", code, body)
+	}
+
+	// Nor do its logs hold a key.
+	raw, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: "router"}).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, key := range secrets {
+		if strings.Contains(string(raw), key) {
+			t.Errorf("the router's log holds the %s", what)
+		}
+	}
+	logf("the router's log: %d bytes, no key", len(raw))
 }
 
 func dump(ns string) {
