@@ -179,6 +179,29 @@ func TestLayoutOracleKnownHolesStillOpen(t *testing.T) {
 	}
 }
 
+// TestLayoutOracleDraftCounts: the draft's counts move a writer to another namespace exactly
+// where the release's host pools follow them: the steps of a packed EAGLE draft, not those of a
+// sidecar draft, nor DSpark's block size and draft tokens.
+func TestLayoutOracleDraftCounts(t *testing.T) {
+	corpus := oracleCorpus(t)
+	for seed, wantMove := range map[string]bool{
+		"draft-num-steps-packed":  true,
+		"draft-num-steps-sidecar": false,
+		"draft-dspark-block-size": false,
+	} {
+		t.Run(seed, func(t *testing.T) {
+			out := checkOracle(t, corpus[seed], nil)
+			if out.skipped != "" {
+				t.Fatalf("refused: %s", out.skipped)
+			}
+			moved := out.old.writers[0].identity != out.new.writers[0].identity
+			if moved != wantMove {
+				t.Errorf("namespace moved = %v (%s -> %s), want %v", moved, out.old.writers[0].identity, out.new.writers[0].identity, wantMove)
+			}
+		})
+	}
+}
+
 // plantNeutral is a hook that makes the product treat a layout flag of the extra arguments as
 // neutral: the flag leaves the layout settings and the facts, fingerprint and namespace are
 // computed again without it, as they would be had extra_args.txt said neutral.

@@ -38,8 +38,9 @@ package controllers
 //     ordinary HiRadixCache), --disaggregation-decode-enable-offload-kvcache only for a model
 //     without a draft whose pools are kv and swa, --enable-hierarchical-cache through that flag;
 //     the operator's mount of the RDMA devices (/dev/infiniband) is the transport; the draft's
-//     --speculative-num-steps, --speculative-num-draft-tokens and --speculative-dspark-block-size
-//     are layout items (not known neutral; the release's source sizes host-side state by them);
+//     --speculative-num-steps only for a packed EAGLE/NEXTN draft, --speculative-num-draft-tokens
+//     and --speculative-dspark-block-size are neutral (docs/compatibility.md, the draft's step
+//     and token counts);
 //   - per-pod values: the pod IP, node rank, pod name, the group's rendezvous address and the
 //     operator's own hicache.io/ labels and annotations (hashes, group index) as the downward API
 //     would give them;
@@ -132,6 +133,8 @@ type oracleFlagRule struct {
 	// attentionTP: the flag's effect on the bytes is the derived attention-TP item;
 	// mamba: a layout item only with a Mamba pool; extraConfig: split into its JSON keys.
 	attentionTP, mamba, extraConfig, offload bool
+	// packedSteps: a layout item only for a packed EAGLE/NEXTN draft.
+	packedSteps bool
 }
 
 // renderedFlagRules are the flags the operator renders itself (sglang.Args), with what a change
@@ -149,12 +152,12 @@ var renderedFlagRules = map[string]oracleFlagRule{
 	"--speculative-algorithm":            {class: classLayout, why: "the draft layers and pools (DOMAIN §5)"},
 	"--speculative-draft-model-path":     {class: classLayout, why: "the draft checkpoint (DOMAIN §6)"},
 	"--speculative-draft-kv-cache-dtype": {class: classLayout, why: "the draft KV dtype (DOMAIN §6)"},
-	"--speculative-num-steps": {class: classLayout,
-		why: "sizes the fused draft region of the host pool for multi-layer EAGLE (kv_cache_configurator.py: num_runners = speculative_num_steps); not known neutral"},
-	"--speculative-num-draft-tokens": {class: classLayout,
-		why: "sizes DeepSeek-V4's compressed-state ring (deepseek_v4_memory_pool.py: get_compress_state_ring_size); not known neutral"},
-	"--speculative-dspark-block-size": {class: classLayout,
-		why: "tied to the number of draft tokens (deepseek_v4_backend.py); not known neutral"},
+	"--speculative-num-steps": {class: classLayout, packedSteps: true,
+		why: "a packed EAGLE/NEXTN draft packs every draft runner's pool and a multi-layer EAGLE has one runner per step (base_spec_worker.py _build_hicache_draft_plan, multi_layer_eagle_worker_v2.py draft_runners)"},
+	"--speculative-num-draft-tokens": {class: classDropped,
+		why: "neutral: sizes DeepSeek-V4's per-request rings (its c4 state ring is 16 rows with any draft, deepseek_v4_memory_pool.py get_compress_state_ring_size), the Mamba verify scratch left out of the host copy (memory_pool.py get_device_pool_infos) and device headroom; no host page"},
+	"--speculative-dspark-block-size": {class: classDropped,
+		why: "neutral: the draft tokens less one (speculative_hook.py _handle_dspark)"},
 	"--speculative-eagle-topk": {class: classDropped,
 		why: "neutral: read in mem_cache only to size device allocations (allocation_sizing.py)"},
 	"--enable-hierarchical-cache": {class: classDropped,
@@ -239,19 +242,6 @@ type knownHole struct {
 
 // knownHoles is the one list of excused differences. Remove an entry when its fix merges.
 var knownHoles = []knownHole{
-	{
-		// Found by this oracle. The pinned release sizes the fused draft region of the host pool
-		// by --speculative-num-steps for multi-layer EAGLE (kv_cache_configurator.py) and
-		// DeepSeek-V4's compressed-state ring by --speculative-num-draft-tokens
-		// (deepseek_v4_memory_pool.py); --speculative-dspark-block-size must equal the draft
-		// tokens less one. None is a layout fact, none is known neutral.
-		name: "the draft's step and token counts are neutral (spec.topology.draft.numSteps, numDraftTokens, dsparkBlockSize)",
-		fix:  "none yet: make them layout facts, or show from the release's source that they leave the stored bytes alone",
-		seed: "hole-draft-num-steps",
-		match: func(name string, a, b item) bool {
-			return name == "arg --speculative-num-steps" || name == "arg --speculative-num-draft-tokens" || name == "arg --speculative-dspark-block-size"
-		},
-	},
 	{
 		name: "volumes, init containers and sidecars over the model path and SGLang's paths",
 		fix:  "the model revision and the pod parts",
@@ -753,6 +743,10 @@ func argItems(s surface, args []string, env map[string]string, topo cache.Topolo
 			class, why := rule.class, rule.why
 			if rule.mamba && !slices.Contains(topo.Pools, cache.PoolMamba) {
 				class, why = classDropped, "neutral: no Mamba pool, the release does not read it"
+			}
+			if rule.packedSteps && (topo.Draft.Placement != cache.DraftPlacementPacked ||
+				(topo.Draft.Algorithm != cache.DraftEAGLE && topo.Draft.Algorithm != cache.DraftNEXTN)) {
+				class, why = classDropped, "neutral: a sidecar draft registers its first runner only (base_spec_worker.py), DSPARK and DFLASH run one"
 			}
 			if rule.offload && !topo.Draft.Enabled() && !slices.ContainsFunc(topo.Pools, func(p cache.PoolName) bool { return p != cache.PoolKV && p != cache.PoolSWA }) {
 				class, why = classDropped, "neutral: without a draft and with only kv and swa pools the offload writes the prefill's objects (build_kv_host_pool, build_hybrid_swa_stack)"

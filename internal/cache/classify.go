@@ -120,6 +120,7 @@ var factLabels = map[string]string{
 	FactDraftModel:        "draft model",
 	FactDraftHostPool:     "draft host pool",
 	FactDraftKVCacheDType: "draft KV cache dtype",
+	FactDraftNumSteps:     "draft steps of a packed EAGLE draft",
 }
 
 // FactLabel is the words a user reads for a fact name.
@@ -240,6 +241,11 @@ func Classify(old, new Config) Change {
 	if of[FactDraftAlgorithm] == nf[FactDraftAlgorithm] && oa != na {
 		neutral("draft.algorithm", "speculative algorithm", string(oa), string(na), "same draft KV layout")
 	}
+	if of[FactDraftNumSteps] == nf[FactDraftNumSteps] {
+		neutral("draft.numSteps", "draft steps", itoa(os.DraftNumSteps), itoa(ns.DraftNumSteps), "only a packed EAGLE draft's host layers follow the steps")
+	}
+	neutral("draft.numDraftTokens", "draft tokens", itoa(os.DraftNumDraftTokens), itoa(ns.DraftNumDraftTokens), "sizes device rings and verify scratch, no host page")
+	neutral("draft.dsparkBlockSize", "DSpark block size", itoa(os.DraftDSparkBlockSize), itoa(ns.DraftDSparkBlockSize), "the draft tokens less one")
 	neutral("pools", "host pools", joinPools(ot.Pools), joinPools(nt.Pools), "existing objects keep their bytes")
 	neutral("replicas", "replicas", itoa(old.Replicas), itoa(new.Replicas), "")
 	neutral("hicacheRatio", "hicache ratio", ftoa(os.HiCacheRatio), ftoa(ns.HiCacheRatio), "")
