@@ -120,7 +120,7 @@ var factLabels = map[string]string{
 	FactDraftModel:        "draft model",
 	FactDraftHostPool:     "draft host pool",
 	FactDraftKVCacheDType: "draft KV cache dtype",
-	FactDraftNumSteps:     "draft steps of a packed EAGLE draft",
+	FactDraftNumSteps:     "packed draft steps",
 }
 
 // FactLabel is the words a user reads for a fact name.

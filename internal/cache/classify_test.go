@@ -49,7 +49,7 @@ func TestClassify(t *testing.T) {
 		"packed EAGLE steps 3 → 5: the packed tail layers may follow the steps": {
 			old:  cfg(t, mk("DeepSeekV4").TP(8).Draft(DraftEAGLE), sWith(func(c *Settings) { c.DraftNumSteps = 3 })),
 			new:  cfg(t, mk("DeepSeekV4").TP(8).Draft(DraftEAGLE), sWith(func(c *Settings) { c.DraftNumSteps = 5 })),
-			want: want{kind: Breaking, breaking: []string{"draft steps of a packed EAGLE draft 3 → 5"}},
+			want: want{kind: Breaking, breaking: []string{"packed draft steps 3 → 5"}},
 		},
 		"sidecar draft steps and tokens are neutral": {
 			old: cfg(t, mk("DeepSeekV3").TP(8).Draft(DraftEAGLE3), sWith(func(c *Settings) { c.DraftNumSteps, c.DraftNumDraftTokens = 3, 4 })),
