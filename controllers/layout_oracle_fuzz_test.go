@@ -13,6 +13,7 @@ import (
 
 	"github.com/hicache-io/hicache-operator/internal/cache"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
 )
 
 // oracleCorpusDir holds the inputs of FuzzLayoutOracle: the samples, the known holes and what
@@ -199,6 +200,57 @@ func TestLayoutOracleDraftCounts(t *testing.T) {
 				t.Errorf("namespace moved = %v (%s -> %s), want %v", moved, out.old.writers[0].identity, out.new.writers[0].identity, wantMove)
 			}
 		})
+	}
+}
+
+// TestLayoutOracleEnvClasses: a variable of the serving container is judged by its class in
+// internal/sglang/env_vars.txt: neutral keeps the namespace, layout (and a name the table does not
+// list) moves it, refused (and an unlisted name with SGLang's or Mooncake's prefix) is refused.
+func TestLayoutOracleEnvClasses(t *testing.T) {
+	corpus := oracleCorpus(t)
+	for seed, want := range map[string]string{
+		"env-neutral":          "same",
+		"env-layout":           "moved",
+		"env-unknown":          "moved",
+		"env-refused":          "refused",
+		"env-unknown-reserved": "refused",
+	} {
+		t.Run(seed, func(t *testing.T) {
+			out := checkOracle(t, corpus[seed], nil)
+			got := "refused"
+			if out.skipped == "" {
+				got = "same"
+				if out.old.writers[0].identity != out.new.writers[0].identity {
+					got = "moved"
+				}
+			} else if !strings.Contains(out.skipped, "env") {
+				t.Fatalf("refused, but not for its env: %s", out.skipped)
+			}
+			if got != want {
+				t.Errorf("the new spec's namespace: %s, want %s (%s)", got, want, out.skipped)
+			}
+		})
+	}
+}
+
+// TestLayoutOracleFindsRefusedEnv: a variable the table refuses that reaches a writer's pod is a
+// finding by itself, whatever the namespaces say.
+func TestLayoutOracleFindsRefusedEnv(t *testing.T) {
+	name := "ASCEND_VISIBLE_DEVICES"
+	if r, err := sglang.EnvRuleOf(name); err != nil || r.Class != sglang.ArgRefused {
+		t.Fatalf("%s is no longer refused in env_vars.txt (%v): pick another", name, err)
+	}
+	out, err := runOracle(oracleCorpus(t)["env-neutral"], nil)
+	if err != nil || out.skipped != "" {
+		t.Fatalf("the seed does not run: %v %s", err, out.skipped)
+	}
+	// As if the product had let the variable through: it reaches the new spec's pods.
+	for i := range out.new.writers {
+		out.new.writers[i].refusedEnv = []string{name}
+	}
+	found := slices.ContainsFunc(judgePair(out.old, out.new), func(f oracleFinding) bool { return strings.Contains(f.what, name) })
+	if !found {
+		t.Errorf("a writer running with the refused %s is no finding", name)
 	}
 }
 

@@ -44,9 +44,14 @@ package controllers
 //   - per-pod values: the pod IP, node rank, pod name, the group's rendezvous address and the
 //     operator's own hicache.io/ labels and annotations (hashes, group index) as the downward API
 //     would give them;
-//   - which store and how to reach it (the MOONCAKE_* and MC_* client variables, the store keys
-//     of the extra config): another store holds other objects, the bytes SGLang writes under a
-//     key do not depend on the transport;
+//   - variables of the serving container the user writes, by their class in the release's table
+//     (internal/sglang/env_vars.txt, read through sglang.EnvRuleOf): neutral ones are dropped,
+//     keys ones are keys items, layout ones and names the table does not list are layout items;
+//     a refused one that reaches a writer's pod is a finding by itself (the product must refuse
+//     it). The variables the operator renders itself are judged by renderedEnvRules;
+//   - which store and how to reach it (the operator's MOONCAKE_* and MC_* client variables, the
+//     store keys of the extra config): another store holds other objects, the bytes SGLang
+//     writes under a key do not depend on the transport;
 //   - credentials (the admin and API keys, the hub token): they authenticate, they change no byte;
 //   - SGLang's health-check setting (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION);
 //   - the L3 namespace itself (extra_backend_tag, the ConfigMap's layout and plan files): the
@@ -227,6 +232,59 @@ func envClass(container, name string) (itemClass, string) {
 	return classLayout, "environment variable not known neutral"
 }
 
+// renderedEnvRules are the variables the operator itself sets in the serving container, with
+// what a change of each does to the L3 objects. A variable the user writes is judged by the
+// release's table instead (servingEnvClass); one the operator renders that is missing here fails
+// the oracle.
+var renderedEnvRules = map[string]struct {
+	class itemClass
+	why   string
+}{
+	"POD_IP":                                  {classDropped, "per pod"},
+	"NODE_RANK":                               {classDropped, "per pod"},
+	resolve.AdminAPIKeyEnv:                    {classDropped, "credential"},
+	resolve.APIKeyEnv:                         {classDropped, "credential"},
+	HealthGenerationEnv:                       {classDropped, "neutral: what /health does"},
+	"MOONCAKE_MASTER":                         {classDropped, "which store and how to reach it"},
+	"MOONCAKE_TE_META_DATA_SERVER":            {classDropped, "which store and how to reach it"},
+	"MOONCAKE_GLOBAL_SEGMENT_SIZE":            {classDropped, "which store and how to reach it (capacity)"},
+	"MOONCAKE_PROTOCOL":                       {classDropped, "which store and how to reach it"},
+	"MOONCAKE_MASTER_METRICS_PORT":            {classDropped, "which store and how to reach it"},
+	"MOONCAKE_DEVICE":                         {classDropped, "which store and how to reach it"},
+	"MOONCAKE_TENANT_ID":                      {classDropped, "which store and how to reach it"},
+	"MOONCAKE_LOCAL_HOSTNAME":                 {classDropped, "which store and how to reach it"},
+	sglang.EnvClusterID:                       {classDropped, "which store and how to reach it"},
+	sglang.EnvRPCTimeout:                      {classDropped, "how the client reaches the master"},
+	sglang.EnvRPCConnectTimeout:               {classDropped, "how the client reaches the master"},
+}
+
+// servingEnvClass is the class of a variable of the serving container's environment: by
+// renderedEnvRules when the operator alone sets it, else by the release's table
+// (internal/sglang/env_vars.txt through sglang.EnvRuleOf, which also holds the rule for a name
+// the table does not list). refused is set when the table refuses a variable the pod runs with:
+// the product should not have rendered it.
+func servingEnvClass(name string, userSet bool) (class itemClass, why string, refused bool) {
+	if r, ok := renderedEnvRules[name]; ok && !userSet {
+		return r.class, r.why, false
+	}
+	if !userSet {
+		return classLayout, "rendered by the operator, and not in the oracle's renderedEnvRules", false
+	}
+	rule, err := sglang.EnvRuleOf(name)
+	if err != nil {
+		return classLayout, err.Error(), false
+	}
+	switch rule.Class {
+	case sglang.ArgNeutral:
+		return classDropped, "neutral in env_vars.txt", false
+	case sglang.ArgKeys:
+		return classKeys, "keys in env_vars.txt: " + rule.Reason, false
+	case sglang.ArgRefused:
+		return classLayout, "refused in env_vars.txt: " + rule.Reason, true
+	}
+	return classLayout, "layout in env_vars.txt: " + rule.Reason, false
+}
+
 // knownHole is a class of difference the product does not namespace yet, fixed elsewhere. The
 // oracle excuses a pair only when every layout item that differs under one namespace matches a
 // known hole; TestLayoutOracleKnownHolesStillOpen fails once a hole's seed no longer finds it,
@@ -276,6 +334,8 @@ type writer struct {
 	// startFails is set when SGLang's parser refuses the expanded command line: the pod writes
 	// nothing.
 	startFails string
+	// refusedEnv are the variables the pod runs with that the release's table refuses.
+	refusedEnv []string
 }
 
 // oracleRendering is one admitted spec as the oracle sees it.
@@ -388,7 +448,17 @@ func renderForOracle(h *hicachev1alpha1.HiCacheDeployment, hook oracleHook) (*or
 				return nil, err
 			}
 			w := writer{pod: fmt.Sprintf("%s rank %d", key.describe(), rank)}
-			w.surface, w.startFails, err = podSurface(pod, rd.configMap, sr.res.Topology, spec, rules)
+			userEnv := map[string]bool{}
+			for _, e := range sr.spec.Spec.Template.Env {
+				userEnv[e.Name] = true
+			}
+			w.surface, w.startFails, err = podSurface(pod, rd.configMap, sr.res.Topology, spec, rules, userEnv)
+			for name, it := range w.surface {
+				if env, ok := strings.CutPrefix(name, "env "); ok && strings.HasPrefix(it.why, "refused in env_vars.txt") {
+					w.refusedEnv = append(w.refusedEnv, env)
+				}
+			}
+			slices.Sort(w.refusedEnv)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", w.pod, err)
 			}
@@ -553,7 +623,7 @@ func kubeletExpand(s string, mapping map[string]string) string {
 
 // podSurface reads every item of a rank pod's SGLang container and of what shares its volumes.
 // startFails is the parser's refusal when the expanded command line would not start.
-func podSurface(pod *corev1.Pod, cm *corev1.ConfigMap, topo cache.Topology, spec *argspec.Spec, rules map[string]sglang.ArgRule) (surface, string, error) {
+func podSurface(pod *corev1.Pod, cm *corev1.ConfigMap, topo cache.Topology, spec *argspec.Spec, rules map[string]sglang.ArgRule, userEnv map[string]bool) (surface, string, error) {
 	var c *corev1.Container
 	for i := range pod.Spec.Containers {
 		if pod.Spec.Containers[i].Name == resolve.ServingContainer {
@@ -573,7 +643,7 @@ func podSurface(pod *corev1.Pod, cm *corev1.ConfigMap, topo cache.Topology, spec
 		if atReleaseDefault(name, env[name]) {
 			continue // the value SGLang reads when the variable is unset
 		}
-		class, why := envClass("", name)
+		class, why, _ := servingEnvClass(name, userEnv[name])
 		s["env "+name] = item{value: env[name], raw: env[name], class: class, why: why}
 	}
 	startFails := argItems(s, c.Args, env, topo, spec, rules)
@@ -976,6 +1046,11 @@ func judgePair(a, b *oracleRendering) []oracleFinding {
 	}
 	for _, w := range b.writers {
 		all = append(all, side{"new", w})
+	}
+	for _, x := range all {
+		if len(x.w.refusedEnv) > 0 && x.w.startFails == "" {
+			out = append(out, oracleFinding{what: fmt.Sprintf("%s spec's %s runs with %s, which internal/sglang/env_vars.txt refuses", x.spec, x.w.pod, strings.Join(x.w.refusedEnv, ", "))})
+		}
 	}
 	crossLayout, crossKeys := false, false
 	for i := range all {
