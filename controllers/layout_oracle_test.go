@@ -240,22 +240,22 @@ var renderedEnvRules = map[string]struct {
 	class itemClass
 	why   string
 }{
-	"POD_IP":                                  {classDropped, "per pod"},
-	"NODE_RANK":                               {classDropped, "per pod"},
-	resolve.AdminAPIKeyEnv:                    {classDropped, "credential"},
-	resolve.APIKeyEnv:                         {classDropped, "credential"},
-	HealthGenerationEnv:                       {classDropped, "neutral: what /health does"},
-	"MOONCAKE_MASTER":                         {classDropped, "which store and how to reach it"},
-	"MOONCAKE_TE_META_DATA_SERVER":            {classDropped, "which store and how to reach it"},
-	"MOONCAKE_GLOBAL_SEGMENT_SIZE":            {classDropped, "which store and how to reach it (capacity)"},
-	"MOONCAKE_PROTOCOL":                       {classDropped, "which store and how to reach it"},
-	"MOONCAKE_MASTER_METRICS_PORT":            {classDropped, "which store and how to reach it"},
-	"MOONCAKE_DEVICE":                         {classDropped, "which store and how to reach it"},
-	"MOONCAKE_TENANT_ID":                      {classDropped, "which store and how to reach it"},
-	"MOONCAKE_LOCAL_HOSTNAME":                 {classDropped, "which store and how to reach it"},
-	sglang.EnvClusterID:                       {classDropped, "which store and how to reach it"},
-	sglang.EnvRPCTimeout:                      {classDropped, "how the client reaches the master"},
-	sglang.EnvRPCConnectTimeout:               {classDropped, "how the client reaches the master"},
+	"POD_IP":                       {classDropped, "per pod"},
+	"NODE_RANK":                    {classDropped, "per pod"},
+	resolve.AdminAPIKeyEnv:         {classDropped, "credential"},
+	resolve.APIKeyEnv:              {classDropped, "credential"},
+	HealthGenerationEnv:            {classDropped, "neutral: what /health does"},
+	"MOONCAKE_MASTER":              {classDropped, "which store and how to reach it"},
+	"MOONCAKE_TE_META_DATA_SERVER": {classDropped, "which store and how to reach it"},
+	"MOONCAKE_GLOBAL_SEGMENT_SIZE": {classDropped, "which store and how to reach it (capacity)"},
+	"MOONCAKE_PROTOCOL":            {classDropped, "which store and how to reach it"},
+	"MOONCAKE_MASTER_METRICS_PORT": {classDropped, "which store and how to reach it"},
+	"MOONCAKE_DEVICE":              {classDropped, "which store and how to reach it"},
+	"MOONCAKE_TENANT_ID":           {classDropped, "which store and how to reach it"},
+	"MOONCAKE_LOCAL_HOSTNAME":      {classDropped, "which store and how to reach it"},
+	sglang.EnvClusterID:            {classDropped, "which store and how to reach it"},
+	sglang.EnvRPCTimeout:           {classDropped, "how the client reaches the master"},
+	sglang.EnvRPCConnectTimeout:    {classDropped, "how the client reaches the master"},
 }
 
 // servingEnvClass is the class of a variable of the serving container's environment: by
