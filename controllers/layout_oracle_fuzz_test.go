@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -11,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/cache"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
@@ -252,6 +257,56 @@ func TestLayoutOracleFindsRefusedEnv(t *testing.T) {
 	if !found {
 		t.Errorf("a writer running with the refused %s is no finding", name)
 	}
+}
+
+// oracleSpecsGolden holds every spec of the corpus, for the conformance suite
+// (test/conformance, TestSGLangServerArgsAgree), which runs their command lines through the
+// pinned release's own argument checks.
+const oracleSpecsGolden = "testdata/layout-oracle-specs.golden.json"
+
+// oracleCorpusSpec is one spec of a corpus input, as kubectl would apply it.
+type oracleCorpusSpec struct {
+	Name string `json:"name"`
+	YAML string `json:"yaml"`
+}
+
+// TestLayoutOracleCorpusSpecs keeps oracleSpecsGolden equal to the specs the corpus decodes to
+// (run with -update after adding to the corpus or changing the generator).
+func TestLayoutOracleCorpusSpecs(t *testing.T) {
+	corpus := oracleCorpus(t)
+	var out []oracleCorpusSpec
+	seen := map[string]bool{}
+	for _, name := range slicesSorted(corpus) {
+		old, new, err := decodePair(corpus[name])
+		if err != nil {
+			continue
+		}
+		for _, s := range []struct {
+			side string
+			h    *hicachev1alpha1.HiCacheDeployment
+		}{{"old", old}, {"new", new}} {
+			h := s.h.DeepCopy()
+			h.TypeMeta = metav1.TypeMeta{APIVersion: hicachev1alpha1.GroupVersion.String(), Kind: "HiCacheDeployment"}
+			h.ObjectMeta = metav1.ObjectMeta{Name: s.h.Name}
+			b, err := yaml.Marshal(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[string(b)] {
+				continue
+			}
+			seen[string(b)] = true
+			out = append(out, oracleCorpusSpec{Name: name + " " + s.side, YAML: string(b)})
+		}
+	}
+	if len(out) < len(corpus) {
+		t.Fatalf("%d specs from %d corpus inputs: the corpus decodes to too few", len(out), len(corpus))
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareGolden(t, oracleSpecsGolden, append(b, '\n'))
 }
 
 // plantNeutral is a hook that makes the product treat a layout flag of the extra arguments as
