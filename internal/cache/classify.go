@@ -168,14 +168,23 @@ func Classify(old, new Config) Change {
 	names := slices.Sorted(maps.Keys(union(of, nf)))
 	layersChanged := of[FactDraftPackedLayers] != nf[FactDraftPackedLayers]
 	for _, n := range names {
-		ov, nv := of[n], nf[n]
-		if ov == nv {
+		// A fact set to "" is not a fact left out: the canonical encoding (and the namespace)
+		// tells them apart, as SGLang tells a variable set empty from an unset one.
+		ov, oin := of[n]
+		nv, nin := nf[n]
+		if ov == nv && oin == nin {
 			continue
 		}
 		if n == FactDraftAlgorithm && layersChanged && of[FactDraftPackedLayers] != "" && nf[FactDraftPackedLayers] != "" {
 			continue // said together with the packed layers
 		}
-		desc := fmt.Sprintf("%s %s → %s", FactLabel(n), shown(n, ov), shown(n, nv))
+		shownFact := func(v string, in bool) string {
+			if in && v == "" {
+				return `""`
+			}
+			return shown(n, v)
+		}
+		desc := fmt.Sprintf("%s %s → %s", FactLabel(n), shownFact(ov, oin), shownFact(nv, nin))
 		switch n {
 		case FactDraftPackedLayers:
 			desc = fmt.Sprintf("packed draft layers %s → %s (%s → %s)", orZero(ov), orZero(nv), algName(oa), algName(na))

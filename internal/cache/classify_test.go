@@ -67,6 +67,11 @@ func TestClassify(t *testing.T) {
 				"DSpark block size 3 → 7 (the draft tokens less one)",
 			}},
 		},
+		"a layout variable set empty is a change from unset": {
+			old:  cfg(t, mk("Qwen3").TP(2), s),
+			new:  cfg(t, mk("Qwen3").TP(2), sWith(func(c *Settings) { c.LayoutEnv = map[string]string{"OVR": ""} })),
+			want: want{kind: Breaking, breaking: []string{`env OVR none → ""`}},
+		},
 		"KV cache dtype auto → fp8_e4m3": {
 			old:  cfg(t, mk("DeepSeekV32").TP(8), s),
 			new:  cfg(t, mk("DeepSeekV32").TP(8), sWith(func(c *Settings) { c.KVCacheDType = "fp8_e4m3" })),
