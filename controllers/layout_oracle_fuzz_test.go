@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -11,8 +12,13 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/cache"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
 )
 
 // oracleCorpusDir holds the inputs of FuzzLayoutOracle: the samples, the known holes and what
@@ -177,6 +183,130 @@ func TestLayoutOracleKnownHolesStillOpen(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLayoutOracleDraftCounts: the draft's counts move a writer to another namespace exactly
+// where the release's host pools follow them: the steps of a packed EAGLE draft, not those of a
+// sidecar draft, nor DSpark's block size and draft tokens.
+func TestLayoutOracleDraftCounts(t *testing.T) {
+	corpus := oracleCorpus(t)
+	for seed, wantMove := range map[string]bool{
+		"draft-num-steps-packed":  true,
+		"draft-num-steps-sidecar": false,
+		"draft-dspark-block-size": false,
+	} {
+		t.Run(seed, func(t *testing.T) {
+			out := checkOracle(t, corpus[seed], nil)
+			if out.skipped != "" {
+				t.Fatalf("refused: %s", out.skipped)
+			}
+			moved := out.old.writers[0].identity != out.new.writers[0].identity
+			if moved != wantMove {
+				t.Errorf("namespace moved = %v (%s -> %s), want %v", moved, out.old.writers[0].identity, out.new.writers[0].identity, wantMove)
+			}
+		})
+	}
+}
+
+// TestLayoutOracleEnvClasses: a variable of the serving container is judged by its class in
+// internal/sglang/env_vars.txt: neutral keeps the namespace, layout (and a name the table does not
+// list) moves it, refused (and an unlisted name with SGLang's or Mooncake's prefix) is refused.
+func TestLayoutOracleEnvClasses(t *testing.T) {
+	corpus := oracleCorpus(t)
+	for seed, want := range map[string]string{
+		"env-neutral":          "same",
+		"env-layout":           "moved",
+		"env-unknown":          "moved",
+		"env-refused":          "refused",
+		"env-unknown-reserved": "refused",
+	} {
+		t.Run(seed, func(t *testing.T) {
+			out := checkOracle(t, corpus[seed], nil)
+			got := "refused"
+			if out.skipped == "" {
+				got = "same"
+				if out.old.writers[0].identity != out.new.writers[0].identity {
+					got = "moved"
+				}
+			} else if !strings.Contains(out.skipped, "env") {
+				t.Fatalf("refused, but not for its env: %s", out.skipped)
+			}
+			if got != want {
+				t.Errorf("the new spec's namespace: %s, want %s (%s)", got, want, out.skipped)
+			}
+		})
+	}
+}
+
+// TestLayoutOracleFindsRefusedEnv: a variable the table refuses that reaches a writer's pod is a
+// finding by itself, whatever the namespaces say.
+func TestLayoutOracleFindsRefusedEnv(t *testing.T) {
+	name := "ASCEND_VISIBLE_DEVICES"
+	if r, err := sglang.EnvRuleOf(name); err != nil || r.Class != sglang.ArgRefused {
+		t.Fatalf("%s is no longer refused in env_vars.txt (%v): pick another", name, err)
+	}
+	out, err := runOracle(oracleCorpus(t)["env-neutral"], nil)
+	if err != nil || out.skipped != "" {
+		t.Fatalf("the seed does not run: %v %s", err, out.skipped)
+	}
+	// As if the product had let the variable through: it reaches the new spec's pods.
+	for i := range out.new.writers {
+		out.new.writers[i].refusedEnv = []string{name}
+	}
+	found := slices.ContainsFunc(judgePair(out.old, out.new), func(f oracleFinding) bool { return strings.Contains(f.what, name) })
+	if !found {
+		t.Errorf("a writer running with the refused %s is no finding", name)
+	}
+}
+
+// oracleSpecsGolden holds every spec of the corpus, for the conformance suite
+// (test/conformance, TestSGLangServerArgsAgree), which runs their command lines through the
+// pinned release's own argument checks.
+const oracleSpecsGolden = "testdata/layout-oracle-specs.golden.json"
+
+// oracleCorpusSpec is one spec of a corpus input, as kubectl would apply it.
+type oracleCorpusSpec struct {
+	Name string `json:"name"`
+	YAML string `json:"yaml"`
+}
+
+// TestLayoutOracleCorpusSpecs keeps oracleSpecsGolden equal to the specs the corpus decodes to
+// (run with -update after adding to the corpus or changing the generator).
+func TestLayoutOracleCorpusSpecs(t *testing.T) {
+	corpus := oracleCorpus(t)
+	var out []oracleCorpusSpec
+	seen := map[string]bool{}
+	for _, name := range slicesSorted(corpus) {
+		old, new, err := decodePair(corpus[name])
+		if err != nil {
+			continue
+		}
+		for _, s := range []struct {
+			side string
+			h    *hicachev1alpha1.HiCacheDeployment
+		}{{"old", old}, {"new", new}} {
+			h := s.h.DeepCopy()
+			h.TypeMeta = metav1.TypeMeta{APIVersion: hicachev1alpha1.GroupVersion.String(), Kind: "HiCacheDeployment"}
+			h.ObjectMeta = metav1.ObjectMeta{Name: s.h.Name}
+			b, err := yaml.Marshal(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[string(b)] {
+				continue
+			}
+			seen[string(b)] = true
+			out = append(out, oracleCorpusSpec{Name: name + " " + s.side, YAML: string(b)})
+		}
+	}
+	if len(out) < len(corpus) {
+		t.Fatalf("%d specs from %d corpus inputs: the corpus decodes to too few", len(out), len(corpus))
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareGolden(t, oracleSpecsGolden, append(b, '\n'))
 }
 
 // plantNeutral is a hook that makes the product treat a layout flag of the extra arguments as

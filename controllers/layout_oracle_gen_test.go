@@ -186,9 +186,12 @@ var (
 		"lmsysorg/sglang:v0.5.23", "lmsysorg/sglang:v0.5.23-cu129", "lmsysorg/sglang:v0.6.0",
 		"lmsysorg/sglang:v0.5.23.post1", "registry.example/sglang@sha256:" + strings.Repeat("ab", 32),
 	}
-	genEnvNames = []string{
-		"SGLANG_DSV4_KV_LAYOUT", "OVR", "NCCL_DEBUG", "HF_HOME", "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION",
-		"SGLANG_ENABLE_JIT_DEEPGEMM", "CUDA_LAUNCH_BLOCKING", "SGLANG_USE_AITER", "LAYOUT",
+	// genUnknownEnvNames are names the release's table does not list: a user's own (two of them
+	// referenced by genEnvValues), libraries' the operator cannot tell from a user's, and unlisted
+	// names with SGLang's and Mooncake's reserved prefixes (refused by the product's rule).
+	genUnknownEnvNames = []string{
+		"OVR", "LAYOUT", "NCCL_DEBUG", "CUDA_LAUNCH_BLOCKING", "SGLANG_NOT_A_RELEASE_VARIABLE",
+		"SGL_NOT_A_RELEASE_VARIABLE", "MC_NOT_A_RELEASE_VARIABLE", "MOONCAKE_NOT_A_RELEASE_VARIABLE",
 	}
 	genEnvValues = []string{
 		"1", "0", "true", "fp8_e4m3", "bfloat16", "$(OVR)", "$$(OVR)", "a$(LAYOUT)", "/models/scales-a.json",
@@ -263,6 +266,46 @@ var extraArgFlags = sync.OnceValues(func() ([2][]argspec.Argument, error) {
 	}
 	return [2][]argspec.Argument{all, strong}, nil
 })
+
+// envNamesByClass are the variables of internal/sglang/env_vars.txt, by class, each list sorted.
+var envNamesByClass = sync.OnceValues(func() (map[sglang.ArgClass][]string, error) {
+	rules, err := sglang.EnvRules()
+	if err != nil {
+		return nil, err
+	}
+	out := map[sglang.ArgClass][]string{}
+	for name, r := range rules {
+		out[r.Class] = append(out[r.Class], name)
+	}
+	for c := range out {
+		slices.Sort(out[c])
+	}
+	return out, nil
+})
+
+// genEnvClasses are the classes envName draws from, the last one a name the table does not list.
+var genEnvClasses = []sglang.ArgClass{sglang.ArgNeutral, sglang.ArgKeys, sglang.ArgLayout, sglang.ArgRefused, ""}
+
+// envName is a variable name: one of each class of the release's table (neutral, keys, layout,
+// refused) or one the table does not list, about equally often, with the unknown user names the
+// generated values reference ($(OVR), $(LAYOUT)) among the last.
+func (g *specGen) envName() string {
+	byClass, err := envNamesByClass()
+	class := genEnvClasses[g.intn(len(genEnvClasses))]
+	if err != nil || class == "" || len(byClass[class]) == 0 {
+		return g.pick(genUnknownEnvNames)
+	}
+	return g.pick(byClass[class])
+}
+
+// envValue is a plausible value of a variable: the release's default for it now and then (which
+// the product and the oracle both count as unset), else one of genEnvValues.
+func (g *specGen) envValue(name string) string {
+	if d, ok := sglang.EnvDefault(name); ok && g.intn(4) == 0 {
+		return d
+	}
+	return g.pick(genEnvValues)
+}
 
 // mutateSpec makes one change: to the extra arguments, the environment, the image, or any field
 // reached by a walk of the spec's type.
@@ -339,14 +382,15 @@ func (g *specGen) argValue(a argspec.Argument) string {
 func (g *specGen) mutateEnv(env *[]corev1.EnvVar) {
 	switch op := g.intn(10); {
 	case op < 6:
-		*env = append(*env, corev1.EnvVar{Name: g.pick(genEnvNames), Value: g.pick(genEnvValues)})
+		name := g.envName()
+		*env = append(*env, corev1.EnvVar{Name: name, Value: g.envValue(name)})
 	case op < 7:
-		e := corev1.EnvVar{Name: g.pick(genEnvNames)}
+		e := corev1.EnvVar{Name: g.envName()}
 		e.ValueFrom = &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: g.pick(genFieldPaths)}}
 		*env = append(*env, e)
 	case op < 9 && len(*env) > 0:
 		i := g.intn(len(*env))
-		(*env)[i].Value, (*env)[i].ValueFrom = g.pick(genEnvValues), nil
+		(*env)[i].Value, (*env)[i].ValueFrom = g.envValue((*env)[i].Name), nil
 	case len(*env) > 0:
 		*env = slices.Delete(slices.Clone(*env), len(*env)-1, len(*env))
 	}
@@ -456,7 +500,7 @@ func (g *specGen) walk(v reflect.Value, sch *apiextensionsv1.JSONSchemaProps, pa
 		case field == "name" && (strings.Contains(path, "olumes") || strings.Contains(path, "olumeMounts")):
 			v.SetString(g.pick(genVolumeNames))
 		case field == "name" && strings.Contains(path, ".env"):
-			v.SetString(g.pick(genEnvNames))
+			v.SetString(g.envName())
 		case field == "value" && strings.Contains(path, ".env"):
 			v.SetString(g.pick(genEnvValues))
 		case field == "name" && strings.Contains(path, "backendRef"):

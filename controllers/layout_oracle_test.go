@@ -40,14 +40,20 @@ package controllers
 //     ordinary HiRadixCache), --disaggregation-decode-enable-offload-kvcache only for a model
 //     without a draft whose pools are kv and swa, --enable-hierarchical-cache through that flag;
 //     the operator's mount of the RDMA devices (/dev/infiniband) is the transport; the draft's
-//     --speculative-num-steps, --speculative-num-draft-tokens and --speculative-dspark-block-size
-//     are layout items (not known neutral; the release's source sizes host-side state by them);
+//     --speculative-num-steps only for a packed EAGLE/NEXTN draft, --speculative-num-draft-tokens
+//     and --speculative-dspark-block-size are neutral (docs/compatibility.md, the draft's step
+//     and token counts);
 //   - per-pod values: the pod IP, node rank, pod name, the group's rendezvous address and the
 //     operator's own hicache.io/ labels and annotations (hashes, group index) as the downward API
 //     would give them;
-//   - which store and how to reach it (the MOONCAKE_* and MC_* client variables, the store keys
-//     of the extra config): another store holds other objects, the bytes SGLang writes under a
-//     key do not depend on the transport;
+//   - variables of the serving container the user writes, by their class in the release's table
+//     (internal/sglang/env_vars.txt, read through sglang.EnvRuleOf): neutral ones are dropped,
+//     keys ones are keys items, layout ones and names the table does not list are layout items;
+//     a refused one that reaches a writer's pod is a finding by itself (the product must refuse
+//     it). The variables the operator renders itself are judged by renderedEnvRules;
+//   - which store and how to reach it (the operator's MOONCAKE_* and MC_* client variables, the
+//     store keys of the extra config): another store holds other objects, the bytes SGLang
+//     writes under a key do not depend on the transport;
 //   - credentials (the admin and API keys, the hub token): they authenticate, they change no byte;
 //   - SGLang's health-check setting (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION);
 //   - the L3 namespace itself (extra_backend_tag, the ConfigMap's layout and plan files): the
@@ -138,6 +144,8 @@ type oracleFlagRule struct {
 	// attentionTP: the flag's effect on the bytes is the derived attention-TP item;
 	// mamba: a layout item only with a Mamba pool; extraConfig: split into its JSON keys.
 	attentionTP, mamba, extraConfig, offload bool
+	// packedSteps: a layout item only for a packed EAGLE/NEXTN draft.
+	packedSteps bool
 }
 
 // renderedFlagRules are the flags the operator renders itself (sglang.Args), with what a change
@@ -155,12 +163,12 @@ var renderedFlagRules = map[string]oracleFlagRule{
 	"--speculative-algorithm":            {class: classLayout, why: "the draft layers and pools (DOMAIN §5)"},
 	"--speculative-draft-model-path":     {class: classLayout, why: "the draft checkpoint (DOMAIN §6)"},
 	"--speculative-draft-kv-cache-dtype": {class: classLayout, why: "the draft KV dtype (DOMAIN §6)"},
-	"--speculative-num-steps": {class: classLayout,
-		why: "sizes the fused draft region of the host pool for multi-layer EAGLE (kv_cache_configurator.py: num_runners = speculative_num_steps); not known neutral"},
-	"--speculative-num-draft-tokens": {class: classLayout,
-		why: "sizes DeepSeek-V4's compressed-state ring (deepseek_v4_memory_pool.py: get_compress_state_ring_size); not known neutral"},
-	"--speculative-dspark-block-size": {class: classLayout,
-		why: "tied to the number of draft tokens (deepseek_v4_backend.py); not known neutral"},
+	"--speculative-num-steps": {class: classLayout, packedSteps: true,
+		why: "a packed EAGLE/NEXTN draft packs every draft runner's pool and a multi-layer EAGLE has one runner per step (base_spec_worker.py _build_hicache_draft_plan, multi_layer_eagle_worker_v2.py draft_runners)"},
+	"--speculative-num-draft-tokens": {class: classDropped,
+		why: "neutral: sizes DeepSeek-V4's per-request rings (its c4 state ring is 16 rows with any draft, deepseek_v4_memory_pool.py get_compress_state_ring_size), the Mamba verify scratch left out of the host copy (memory_pool.py get_device_pool_infos) and device headroom; no host page"},
+	"--speculative-dspark-block-size": {class: classDropped,
+		why: "neutral: the draft tokens less one (speculative_hook.py _handle_dspark)"},
 	"--speculative-eagle-topk": {class: classDropped,
 		why: "neutral: read in mem_cache only to size device allocations (allocation_sizing.py)"},
 	"--enable-hierarchical-cache": {class: classDropped,
@@ -230,6 +238,59 @@ func envClass(container, name string) (itemClass, string) {
 	return classLayout, "environment variable not known neutral"
 }
 
+// renderedEnvRules are the variables the operator itself sets in the serving container, with
+// what a change of each does to the L3 objects. A variable the user writes is judged by the
+// release's table instead (servingEnvClass); one the operator renders that is missing here fails
+// the oracle.
+var renderedEnvRules = map[string]struct {
+	class itemClass
+	why   string
+}{
+	"POD_IP":                       {classDropped, "per pod"},
+	"NODE_RANK":                    {classDropped, "per pod"},
+	resolve.AdminAPIKeyEnv:         {classDropped, "credential"},
+	resolve.APIKeyEnv:              {classDropped, "credential"},
+	HealthGenerationEnv:            {classDropped, "neutral: what /health does"},
+	"MOONCAKE_MASTER":              {classDropped, "which store and how to reach it"},
+	"MOONCAKE_TE_META_DATA_SERVER": {classDropped, "which store and how to reach it"},
+	"MOONCAKE_GLOBAL_SEGMENT_SIZE": {classDropped, "which store and how to reach it (capacity)"},
+	"MOONCAKE_PROTOCOL":            {classDropped, "which store and how to reach it"},
+	"MOONCAKE_MASTER_METRICS_PORT": {classDropped, "which store and how to reach it"},
+	"MOONCAKE_DEVICE":              {classDropped, "which store and how to reach it"},
+	"MOONCAKE_TENANT_ID":           {classDropped, "which store and how to reach it"},
+	"MOONCAKE_LOCAL_HOSTNAME":      {classDropped, "which store and how to reach it"},
+	sglang.EnvClusterID:            {classDropped, "which store and how to reach it"},
+	sglang.EnvRPCTimeout:           {classDropped, "how the client reaches the master"},
+	sglang.EnvRPCConnectTimeout:    {classDropped, "how the client reaches the master"},
+}
+
+// servingEnvClass is the class of a variable of the serving container's environment: by
+// renderedEnvRules when the operator alone sets it, else by the release's table
+// (internal/sglang/env_vars.txt through sglang.EnvRuleOf, which also holds the rule for a name
+// the table does not list). refused is set when the table refuses a variable the pod runs with:
+// the product should not have rendered it.
+func servingEnvClass(name string, userSet bool) (class itemClass, why string, refused bool) {
+	if r, ok := renderedEnvRules[name]; ok && !userSet {
+		return r.class, r.why, false
+	}
+	if !userSet {
+		return classLayout, "rendered by the operator, and not in the oracle's renderedEnvRules", false
+	}
+	rule, err := sglang.EnvRuleOf(name)
+	if err != nil {
+		return classLayout, err.Error(), false
+	}
+	switch rule.Class {
+	case sglang.ArgNeutral:
+		return classDropped, "neutral in env_vars.txt", false
+	case sglang.ArgKeys:
+		return classKeys, "keys in env_vars.txt: " + rule.Reason, false
+	case sglang.ArgRefused:
+		return classLayout, "refused in env_vars.txt: " + rule.Reason, true
+	}
+	return classLayout, "layout in env_vars.txt: " + rule.Reason, false
+}
+
 // knownHole is a class of difference the product does not namespace yet, fixed elsewhere. The
 // oracle excuses a pair only when every layout item that differs under one namespace matches a
 // known hole; TestLayoutOracleKnownHolesStillOpen fails once a hole's seed no longer finds it,
@@ -244,21 +305,7 @@ type knownHole struct {
 }
 
 // knownHoles is the one list of excused differences. Remove an entry when its fix merges.
-var knownHoles = []knownHole{
-	{
-		// Found by this oracle. The pinned release sizes the fused draft region of the host pool
-		// by --speculative-num-steps for multi-layer EAGLE (kv_cache_configurator.py) and
-		// DeepSeek-V4's compressed-state ring by --speculative-num-draft-tokens
-		// (deepseek_v4_memory_pool.py); --speculative-dspark-block-size must equal the draft
-		// tokens less one. None is a layout fact, none is known neutral.
-		name: "the draft's step and token counts are neutral (spec.topology.draft.numSteps, numDraftTokens, dsparkBlockSize)",
-		fix:  "none yet: make them layout facts, or show from the release's source that they leave the stored bytes alone",
-		seed: "hole-draft-num-steps",
-		match: func(name string, a, b item) bool {
-			return name == "arg --speculative-num-steps" || name == "arg --speculative-num-draft-tokens" || name == "arg --speculative-dspark-block-size"
-		},
-	},
-}
+var knownHoles = []knownHole{}
 
 // oracleBackends are the CacheBackends a spec may name, Ready with their endpoints.
 func oracleBackends() map[string]*resolve.Backend {
@@ -284,6 +331,8 @@ type writer struct {
 	// startFails is set when SGLang's parser refuses the expanded command line: the pod writes
 	// nothing.
 	startFails string
+	// refusedEnv are the variables the pod runs with that the release's table refuses.
+	refusedEnv []string
 }
 
 // oracleRendering is one admitted spec as the oracle sees it.
@@ -396,7 +445,17 @@ func renderForOracle(h *hicachev1alpha1.HiCacheDeployment, hook oracleHook) (*or
 				return nil, err
 			}
 			w := writer{pod: fmt.Sprintf("%s rank %d", key.describe(), rank)}
-			w.surface, w.startFails, err = podSurface(pod, rd.configMap, sr.res.Topology, spec, rules)
+			userEnv := map[string]bool{}
+			for _, e := range sr.spec.Spec.Template.Env {
+				userEnv[e.Name] = true
+			}
+			w.surface, w.startFails, err = podSurface(pod, rd.configMap, sr.res.Topology, spec, rules, userEnv)
+			for name, it := range w.surface {
+				if env, ok := strings.CutPrefix(name, "env "); ok && strings.HasPrefix(it.why, "refused in env_vars.txt") {
+					w.refusedEnv = append(w.refusedEnv, env)
+				}
+			}
+			slices.Sort(w.refusedEnv)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", w.pod, err)
 			}
@@ -561,7 +620,7 @@ func kubeletExpand(s string, mapping map[string]string) string {
 
 // podSurface reads every item of a rank pod's SGLang container and of what shares its volumes.
 // startFails is the parser's refusal when the expanded command line would not start.
-func podSurface(pod *corev1.Pod, cm *corev1.ConfigMap, topo cache.Topology, spec *argspec.Spec, rules map[string]sglang.ArgRule) (surface, string, error) {
+func podSurface(pod *corev1.Pod, cm *corev1.ConfigMap, topo cache.Topology, spec *argspec.Spec, rules map[string]sglang.ArgRule, userEnv map[string]bool) (surface, string, error) {
 	var c *corev1.Container
 	for i := range pod.Spec.Containers {
 		if pod.Spec.Containers[i].Name == resolve.ServingContainer {
@@ -581,7 +640,7 @@ func podSurface(pod *corev1.Pod, cm *corev1.ConfigMap, topo cache.Topology, spec
 		if atReleaseDefault(name, env[name]) {
 			continue // the value SGLang reads when the variable is unset
 		}
-		class, why := envClass("", name)
+		class, why, _ := servingEnvClass(name, userEnv[name])
 		s["env "+name] = item{value: env[name], raw: env[name], class: class, why: why}
 	}
 	startFails := argItems(s, c.Args, env, topo, spec, rules)
@@ -770,6 +829,10 @@ func argItems(s surface, args []string, env map[string]string, topo cache.Topolo
 			class, why := rule.class, rule.why
 			if rule.mamba && !slices.Contains(topo.Pools, cache.PoolMamba) {
 				class, why = classDropped, "neutral: no Mamba pool, the release does not read it"
+			}
+			if rule.packedSteps && (topo.Draft.Placement != cache.DraftPlacementPacked ||
+				(topo.Draft.Algorithm != cache.DraftEAGLE && topo.Draft.Algorithm != cache.DraftNEXTN)) {
+				class, why = classDropped, "neutral: a sidecar draft registers its first runner only (base_spec_worker.py), DSPARK and DFLASH run one"
 			}
 			if rule.offload && !topo.Draft.Enabled() && !slices.ContainsFunc(topo.Pools, func(p cache.PoolName) bool { return p != cache.PoolKV && p != cache.PoolSWA }) {
 				class, why = classDropped, "neutral: without a draft and with only kv and swa pools the offload writes the prefill's objects (build_kv_host_pool, build_hybrid_swa_stack)"
@@ -1029,6 +1092,11 @@ func judgePair(a, b *oracleRendering) []oracleFinding {
 	}
 	for _, w := range b.writers {
 		all = append(all, side{"new", w})
+	}
+	for _, x := range all {
+		if len(x.w.refusedEnv) > 0 && x.w.startFails == "" {
+			out = append(out, oracleFinding{what: fmt.Sprintf("%s spec's %s runs with %s, which internal/sglang/env_vars.txt refuses", x.spec, x.w.pod, strings.Join(x.w.refusedEnv, ", "))})
+		}
 	}
 	crossLayout, crossKeys := false, false
 	for i := range all {

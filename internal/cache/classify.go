@@ -120,6 +120,7 @@ var factLabels = map[string]string{
 	FactDraftModel:        "draft model",
 	FactDraftHostPool:     "draft host pool",
 	FactDraftKVCacheDType: "draft KV cache dtype",
+	FactDraftNumSteps:     "packed draft steps",
 }
 
 // FactLabel is the words a user reads for a fact name.
@@ -170,14 +171,23 @@ func Classify(old, new Config) Change {
 	names := slices.Sorted(maps.Keys(union(of, nf)))
 	layersChanged := of[FactDraftPackedLayers] != nf[FactDraftPackedLayers]
 	for _, n := range names {
-		ov, nv := of[n], nf[n]
-		if ov == nv {
+		// A fact set to "" is not a fact left out: the canonical encoding (and the namespace)
+		// tells them apart, as SGLang tells a variable set empty from an unset one.
+		ov, oin := of[n]
+		nv, nin := nf[n]
+		if ov == nv && oin == nin {
 			continue
 		}
 		if n == FactDraftAlgorithm && layersChanged && of[FactDraftPackedLayers] != "" && nf[FactDraftPackedLayers] != "" {
 			continue // said together with the packed layers
 		}
-		desc := fmt.Sprintf("%s %s → %s", FactLabel(n), shown(n, ov), shown(n, nv))
+		shownFact := func(v string, in bool) string {
+			if in && v == "" {
+				return `""`
+			}
+			return shown(n, v)
+		}
+		desc := fmt.Sprintf("%s %s → %s", FactLabel(n), shownFact(ov, oin), shownFact(nv, nin))
 		switch n {
 		case FactDraftPackedLayers:
 			desc = fmt.Sprintf("packed draft layers %s → %s (%s → %s)", orZero(ov), orZero(nv), algName(oa), algName(na))
@@ -243,6 +253,11 @@ func Classify(old, new Config) Change {
 	if of[FactDraftAlgorithm] == nf[FactDraftAlgorithm] && oa != na {
 		neutral("draft.algorithm", "speculative algorithm", string(oa), string(na), "same draft KV layout")
 	}
+	if of[FactDraftNumSteps] == nf[FactDraftNumSteps] {
+		neutral("draft.numSteps", "draft steps", itoa(os.DraftNumSteps), itoa(ns.DraftNumSteps), "only a packed EAGLE draft's host layers follow the steps")
+	}
+	neutral("draft.numDraftTokens", "draft tokens", itoa(os.DraftNumDraftTokens), itoa(ns.DraftNumDraftTokens), "sizes device rings and verify scratch, no host page")
+	neutral("draft.dsparkBlockSize", "DSpark block size", itoa(os.DraftDSparkBlockSize), itoa(ns.DraftDSparkBlockSize), "the draft tokens less one")
 	neutral("pools", "host pools", joinPools(ot.Pools), joinPools(nt.Pools), "existing objects keep their bytes")
 	neutral("replicas", "replicas", itoa(old.Replicas), itoa(new.Replicas), "")
 	neutral("hicacheRatio", "hicache ratio", ftoa(os.HiCacheRatio), ftoa(ns.HiCacheRatio), "")

@@ -46,6 +46,32 @@ func TestClassify(t *testing.T) {
 				"draft placement none → Packed",
 			}},
 		},
+		"packed EAGLE steps 3 → 5: the packed tail layers may follow the steps": {
+			old:  cfg(t, mk("DeepSeekV4").TP(8).Draft(DraftEAGLE), sWith(func(c *Settings) { c.DraftNumSteps = 3 })),
+			new:  cfg(t, mk("DeepSeekV4").TP(8).Draft(DraftEAGLE), sWith(func(c *Settings) { c.DraftNumSteps = 5 })),
+			want: want{kind: Breaking, breaking: []string{"packed draft steps 3 → 5"}},
+		},
+		"sidecar draft steps and tokens are neutral": {
+			old: cfg(t, mk("DeepSeekV3").TP(8).Draft(DraftEAGLE3), sWith(func(c *Settings) { c.DraftNumSteps, c.DraftNumDraftTokens = 3, 4 })),
+			new: cfg(t, mk("DeepSeekV3").TP(8).Draft(DraftEAGLE3), sWith(func(c *Settings) { c.DraftNumSteps, c.DraftNumDraftTokens = 5, 6 })),
+			want: want{kind: Neutral, sameNamespace: true, neutral: []string{
+				"draft steps 3 → 5 (only a packed EAGLE draft's host layers follow the steps)",
+				"draft tokens 4 → 6 (sizes device rings and verify scratch, no host page)",
+			}},
+		},
+		"DSpark block size is neutral": {
+			old: cfg(t, mk("DeepSeekV4").TP(8).Draft(DraftDSPARK), sWith(func(c *Settings) { c.DraftDSparkBlockSize, c.DraftNumDraftTokens = 3, 4 })),
+			new: cfg(t, mk("DeepSeekV4").TP(8).Draft(DraftDSPARK), sWith(func(c *Settings) { c.DraftDSparkBlockSize, c.DraftNumDraftTokens = 7, 8 })),
+			want: want{kind: Neutral, sameNamespace: true, neutral: []string{
+				"draft tokens 4 → 8 (sizes device rings and verify scratch, no host page)",
+				"DSpark block size 3 → 7 (the draft tokens less one)",
+			}},
+		},
+		"a layout variable set empty is a change from unset": {
+			old:  cfg(t, mk("Qwen3").TP(2), s),
+			new:  cfg(t, mk("Qwen3").TP(2), sWith(func(c *Settings) { c.LayoutEnv = map[string]string{"OVR": ""} })),
+			want: want{kind: Breaking, breaking: []string{`env OVR none → ""`}},
+		},
 		"KV cache dtype auto → fp8_e4m3": {
 			old:  cfg(t, mk("DeepSeekV32").TP(8), s),
 			new:  cfg(t, mk("DeepSeekV32").TP(8), sWith(func(c *Settings) { c.KVCacheDType = "fp8_e4m3" })),

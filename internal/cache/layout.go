@@ -24,6 +24,11 @@ type Settings struct {
 	KVCacheDType string `json:"kvCacheDType,omitempty"`
 	// DraftKVCacheDType is --speculative-draft-kv-cache-dtype; empty means "auto".
 	DraftKVCacheDType string `json:"draftKVCacheDType,omitempty"`
+	// DraftNumSteps is --speculative-num-steps; 0 leaves it to the release, which picks it from
+	// the model's architecture. A layout fact only for a packed EAGLE/NEXTN draft: a multi-layer
+	// EAGLE draft runs one draft runner per step and every runner's layers are packed into the
+	// target's pages (docs/compatibility.md, the draft's step and token counts).
+	DraftNumSteps int `json:"draftNumSteps,omitempty"`
 	// HostMemLayout is --hicache-mem-layout; empty means "page_first".
 	HostMemLayout string `json:"hostMemLayout,omitempty"`
 	// MambaSSMDType is --mamba-ssm-dtype; empty means "auto".
@@ -67,6 +72,11 @@ type Settings struct {
 	WritePolicy    string  `json:"writePolicy,omitempty"`
 	PrefetchPolicy string  `json:"prefetchPolicy,omitempty"`
 	IOBackend      string  `json:"ioBackend,omitempty"`
+	// DraftNumDraftTokens (--speculative-num-draft-tokens) and DraftDSparkBlockSize
+	// (--speculative-dspark-block-size, the draft tokens less one) size device rings and
+	// verify scratch only: no host pool's page bytes depend on them.
+	DraftNumDraftTokens  int `json:"draftNumDraftTokens,omitempty"`
+	DraftDSparkBlockSize int `json:"draftDSparkBlockSize,omitempty"`
 }
 
 // Layout fact names. A fact is present only when it applies; optional facts
@@ -92,6 +102,7 @@ const (
 	FactDraftModel        = "draft.model"
 	FactDraftHostPool     = "draft.host_pool"
 	FactDraftKVCacheDType = "draft.kv_cache_dtype"
+	FactDraftNumSteps     = "draft.num_steps"
 	// FactExtraArgPrefix starts the name of a layout fact set by a server
 	// flag given beside the spec: "extra_arg.--dtype".
 	FactExtraArgPrefix = "extra_arg."
@@ -129,7 +140,9 @@ type LayoutFacts map[string]string
 //     mount path, with the volume's identity;
 //   - the draft: algorithm (NEXTN counted as EAGLE, its alias), placement,
 //     packed layer count, draft model, draft host pool kind, draft KV dtype —
-//     only for drafts that keep KV in the host tier (not NGRAM).
+//     only for drafts that keep KV in the host tier (not NGRAM); and, for a packed EAGLE/NEXTN
+//     draft whose step count the spec sets, that count (a multi-layer EAGLE packs one draft
+//     runner's layers per step). The draft's token counts are never facts.
 //
 // Page size, served model name, replicas, resources and cache policies are
 // not layout facts (see Classify).
@@ -190,6 +203,9 @@ func Facts(t Topology, s Settings) LayoutFacts {
 		f[FactDraftKVCacheDType] = orDefault(s.DraftKVCacheDType, "auto")
 		if d.Placement == DraftPlacementPacked {
 			f[FactDraftPackedLayers] = strconv.Itoa(d.PackedLayers)
+			if PackedStepsMatter(d) && s.DraftNumSteps > 0 {
+				f[FactDraftNumSteps] = strconv.Itoa(s.DraftNumSteps)
+			}
 		} else {
 			f[FactDraftHostPool] = string(d.HostPoolKind)
 		}
@@ -198,6 +214,18 @@ func Facts(t Topology, s Settings) LayoutFacts {
 		}
 	}
 	return f
+}
+
+// PackedStepsMatter tells whether --speculative-num-steps changes the bytes a draft leaves in
+// the host tier. SGLang 0.5.23 packs every draft runner's KV pool into the target's host pools
+// for an EAGLE/NEXTN MTP draft (speculative/base_spec_worker.py, _build_hicache_draft_plan), and
+// a multi-layer EAGLE draft has one runner per step (multi_layer_eagle_worker_v2.py,
+// draft_runners), so the packed tail layers grow with the steps. Whether a model runs its MTP
+// as multi-layer EAGLE is its architecture's choice (arg_groups/model_overrides), which the
+// operator does not read: every packed EAGLE/NEXTN draft counts its steps. A sidecar draft
+// registers its first runner only; DSPARK and DFLASH have one runner.
+func PackedStepsMatter(d Draft) bool {
+	return d.Placement == DraftPlacementPacked && canonicalAlgorithm(d.Algorithm) == DraftEAGLE
 }
 
 func orDefault(v, def string) string {

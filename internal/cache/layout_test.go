@@ -60,6 +60,32 @@ func TestFacts(t *testing.T) {
 				"draft.algorithm": "EAGLE3", "draft.placement": "Sidecar", "draft.host_pool": "MHA", "draft.kv_cache_dtype": "bf16", "draft.model": "org/eagle3-draft",
 			},
 		},
+		"packed EAGLE: the steps the spec sets are a fact (a multi-layer EAGLE packs one runner per step)": {
+			topo: mk("DeepSeekV4").TP(8).Draft(DraftEAGLE), settings: Settings{DraftNumSteps: 3, DraftNumDraftTokens: 4},
+			want: LayoutFacts{
+				"attention": "DSV4", "kv_cache_dtype": "auto", "hicache_mem_layout": "page_first", "pp_size": "1",
+				"draft.algorithm": "EAGLE", "draft.placement": "Packed", "draft.packed_layers": "1", "draft.kv_cache_dtype": "auto", "draft.model": "org/eagle-draft",
+				"draft.num_steps": "3",
+			},
+		},
+		"packed DSpark: steps, draft tokens and block size are no facts": {
+			topo: mk("DeepSeekV4").TP(8).Draft(DraftDSPARK), settings: Settings{DraftNumSteps: 5, DraftNumDraftTokens: 8, DraftDSparkBlockSize: 7},
+			want: LayoutFacts{
+				"attention": "DSV4", "kv_cache_dtype": "auto", "hicache_mem_layout": "page_first", "pp_size": "1",
+				"draft.algorithm": "DSPARK", "draft.placement": "Packed", "draft.packed_layers": "3", "draft.kv_cache_dtype": "auto", "draft.model": "org/dspark-draft",
+			},
+		},
+		"sidecar EAGLE3: the steps are no fact (only the first runner is registered)": {
+			topo: mk("DeepSeekV3").TP(8).Draft(DraftEAGLE3), settings: Settings{DraftNumSteps: 5, DraftNumDraftTokens: 6},
+			want: LayoutFacts{
+				"attention": "MLA", "kv_cache_dtype": "auto", "hicache_mem_layout": "page_first", "pp_size": "1", "tp_size": "8",
+				"draft.algorithm": "EAGLE3", "draft.placement": "Sidecar", "draft.host_pool": "MHA", "draft.kv_cache_dtype": "auto", "draft.model": "org/eagle3-draft",
+			},
+		},
+		"no draft: a stray step count is no fact": {
+			topo: mk("Qwen3").TP(1), settings: Settings{DraftNumSteps: 3},
+			want: LayoutFacts{"attention": "MHA", "kv_cache_dtype": "auto", "hicache_mem_layout": "page_first", "pp_size": "1", "tp_size": "1"},
+		},
 		"NGRAM keeps no KV: no draft facts": {
 			topo: mk("Llama3").TP(1).Draft(DraftNGRAM), settings: Settings{},
 			want: LayoutFacts{"attention": "MHA", "kv_cache_dtype": "auto", "hicache_mem_layout": "page_first", "pp_size": "1", "tp_size": "1"},

@@ -382,6 +382,7 @@ func settingsAndEnv(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings
 	}
 	if d := spec.Topology.Draft; d != nil {
 		s.DraftKVCacheDType = string(d.KVCacheDType)
+		s.DraftNumSteps, s.DraftNumDraftTokens, s.DraftDSparkBlockSize = int(d.NumSteps), int(d.NumDraftTokens), int(d.DSparkBlockSize)
 	}
 	extra, err := sglang.ClassifyExtraArgsFor(rt.ArgsRelease, spec.Template.ExtraArgs)
 	if err != nil {
