@@ -13,6 +13,7 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hicache-io/hicache-operator/internal/images"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
@@ -97,6 +98,9 @@ type Options struct {
 	// cannot prove a backend's own (another namespace's master, IP literals, the masters of an
 	// etcd:// address); the operator calls no other admin URL of an external backend.
 	StoreGrants []store.Grant
+	// IgnoreStoreGrantObjects leaves the ClusterCacheStoreGrant objects unread: only StoreGrants
+	// count (for a manager whose role may not list cluster-scoped objects).
+	IgnoreStoreGrantObjects bool
 	// FlushAttemptTimeout is the deadline of one flush attempt (0: 3 minutes).
 	FlushAttemptTimeout time.Duration
 	// FlushMaxAttempts is how many attempts a flush gets before it is Failed for good (0: 5).
@@ -107,6 +111,11 @@ type Options struct {
 	// FlushDurabilityWindow is how long after a flush's removal on masters with HA the flush
 	// checks that the leader that ran it still serves before it completes (0: 5 seconds).
 	FlushDurabilityWindow time.Duration
+}
+
+// authority is the store authority of a controller that reads through c.
+func (o Options) authority(c client.Reader) *storeAuthority {
+	return &storeAuthority{reader: c, flagGrants: o.StoreGrants, objects: !o.IgnoreStoreGrantObjects}
 }
 
 // DefaultIdentity is $POD_NAME, else the host name and the process id.
