@@ -89,7 +89,9 @@ func main() {
 	flag.DurationVar(&opts.FlushBackoff, "flush-backoff", 10*time.Second, "Wait after a flush's first failed attempt; doubled after each next one")
 	flag.DurationVar(&opts.FlushBackoffMax, "flush-backoff-max", 5*time.Minute, "Longest wait between two attempts of a flush")
 	zapOpts := zap.Options{Development: false}
-	flag.Func("store-grant", "A store backends may use although the operator cannot prove it theirs (another namespace's master, an IP literal, the masters of an etcd:// address): name=<name>;rpc=<address>;admin=<url>[,<url>...];namespaces=<ns>[,<ns>...] (\"*\": every namespace); repeatable. Only whoever configures the manager grants one", func(v string) error {
+	var grantObjects bool
+	flag.BoolVar(&grantObjects, "store-grant-objects", true, "Read the ClusterCacheStoreGrant objects (cluster-scoped) as store grants; false for a manager whose roles cannot list cluster-scoped objects (only --store-grant counts then)")
+	flag.Func("store-grant", "A store backends may use although the operator cannot prove it theirs (another namespace's master, an IP literal, the masters of an etcd:// address): name=<name>;rpc=<address>;admin=<url>[,<url>...];namespaces=<ns>[,<ns>...][;override=true] (\"*\": every namespace; override=true: allowCrossNamespaceOverride); repeatable. A ClusterCacheStoreGrant object says the same and can be changed without restarting the manager; this flag is for managers that cannot read cluster-scoped objects. Only whoever configures the manager grants one", func(v string) error {
 		g, err := store.ParseGrant(v)
 		if err == nil {
 			opts.StoreGrants = append(opts.StoreGrants, g)
@@ -106,6 +108,7 @@ func main() {
 		os.Exit(2)
 	}
 	opts.FlushMaxAttempts = int32(maxAttempts)
+	opts.IgnoreStoreGrantObjects = !grantObjects
 	if opts.DeploymentWorkers < 1 || opts.DeploymentWorkers > 64 {
 		log.Error(nil, "--deployment-workers must be between 1 and 64", "deployment-workers", opts.DeploymentWorkers)
 		os.Exit(2)
