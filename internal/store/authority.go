@@ -67,7 +67,8 @@ const (
 // Everything else is refused: an IP literal that is not loopback (a pod or Service of any
 // namespace may have it), a Service of another namespace, a name outside the cluster's Service
 // domain (it resolves to what its owner says), the name localhost (spell 127.0.0.1), an
-// etcd:// address (its masters' hosts are not in it), and an admin URL with user information, a
+// etcd:// address but on a Service of the backend's namespace that the address names (its
+// masters' hosts are not in it; an etcd on loopback proves nothing), and an admin URL with user information, a
 // query, a fragment, a path, an escape or a zone in its host, or a scheme other than http/https.
 func Authorize(rpcAddress, adminURL, namespace, clusterDomain string, grants []Grant) Authority {
 	if clusterDomain == "" {
@@ -99,13 +100,20 @@ func Authorize(rpcAddress, adminURL, namespace, clusterDomain string, grants []G
 	rpc := strings.TrimSpace(rpcAddress)
 	if rest, ok := cutPrefixFold(rpc, EtcdScheme); ok {
 		// The masters of an etcd:// address are not in it: the admin URL is provably one of
-		// them only when it is on a host the address names (etcd and masters on one host): the
-		// same Service of the backend's namespace, or the same loopback address. Another
-		// loopback address is another host's as much as for a single master.
+		// them only when it is on a host the address names (etcd and masters on one host) and
+		// that host is the backend namespace's own: a Service of it, whose pods are that
+		// namespace's. A loopback address proves nothing here: it is the operator's own host,
+		// where the etcd's address names no master, and any master of any tenant on that host
+		// listens on it (the masters of the etcd included, whatever their addresses).
 		var first Authority
 		for i, e := range strings.FieldsFunc(rest, func(r rune) bool { return r == ';' || r == ',' }) {
 			h, _ := splitHostPort(strings.TrimSpace(e), DefaultEtcdPort)
-			a := sameHost(h, rpcAddress, admin.host, adminURL, namespace, ns, domain, grantHint)
+			var a Authority
+			if nh := normalHost(h, ns, domain); loopback(nh) || strings.EqualFold(strings.TrimSuffix(h, "."), "localhost") {
+				a = Authority{Reason: AuthorityUnprovable, Message: fmt.Sprintf("the etcd host %s is a loopback address, which names the operator's own host and none of the masters on it", h)}
+			} else {
+				a = sameHost(h, rpcAddress, admin.host, adminURL, namespace, ns, domain, grantHint)
+			}
 			if a.Allowed {
 				return a
 			}
@@ -162,6 +170,11 @@ func sameHost(rpcHost, rpcAddress, adminHost, adminURL, namespace, ns, domain, g
 			"the store's host %s is a Service of namespace %s, not of this backend's namespace %s: another namespace's master is used only through a store grant; ask a cluster administrator for one that lists store %s, the admin URL %s and namespace %s", rh, labels[1], namespace, id, adminURL, namespace)}
 	}
 	return Authority{Allowed: true, Reason: AuthoritySameHost, Service: labels[0], Message: fmt.Sprintf("The admin URL's host is the RPC address's host, Service %s of namespace %s", rh, namespace)}
+}
+
+func loopback(host string) bool {
+	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && ip.IsLoopback()
 }
 
 // serviceName is a Service's name (an RFC 1035 label): a label that starts with a digit may be
