@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
@@ -25,7 +24,7 @@ import (
 // Service of the backend's own namespace, the proof that this Service reaches pods of that
 // namespace alone (serviceProof).
 type storeAuthority struct {
-	// reader reads ClusterCacheStoreGrants, Services and EndpointSlices (metadata only).
+	// reader reads ClusterCacheStoreGrants, Services, their EndpointSlices and pods.
 	reader client.Reader
 	// flagGrants are the manager's --store-grant.
 	flagGrants []store.Grant
@@ -93,13 +92,26 @@ func (a *storeAuthority) authorize(ctx context.Context, cb *hicachev1alpha1.Cach
 		return store.Authority{Reason: store.AuthorityServiceRefused, Message: fmt.Sprintf(
 			"reading Service %s/%s, which spec.mooncake.external names: %v", cb.Namespace, v.Service, err)}
 	}
-	var slicesOf metav1.PartialObjectMetadataList
-	slicesOf.SetGroupVersionKind(discoveryv1.SchemeGroupVersion.WithKind("EndpointSliceList"))
+	var slicesOf discoveryv1.EndpointSliceList
 	if err := a.reader.List(ctx, &slicesOf, client.InNamespace(cb.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: v.Service}); err != nil {
 		return store.Authority{Reason: store.AuthorityServiceRefused, Message: fmt.Sprintf(
 			"listing the EndpointSlices of Service %s/%s: %v", cb.Namespace, v.Service, err)}
 	}
-	if why := serviceProof(found, slicesOf.Items); why != "" {
+	podIPs := func(name string) ([]string, error) {
+		var p corev1.Pod
+		if err := a.reader.Get(ctx, client.ObjectKey{Namespace: cb.Namespace, Name: name}, &p); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			return nil, err
+		}
+		var ips []string
+		for _, ip := range p.Status.PodIPs {
+			ips = append(ips, ip.IP)
+		}
+		return ips, nil
+	}
+	if why := serviceProof(found, slicesOf.Items, podIPs); why != "" {
 		return store.Authority{Reason: store.AuthorityServiceRefused, Message: fmt.Sprintf(
 			"spec.mooncake.external names Service %s of namespace %s, but %s: the operator calls a Service's admin URL only when the Service selects pods of its own namespace; give the Service a selector of the master's pods (type ClusterIP, no hand-written EndpointSlices), or ask a cluster administrator for a ClusterCacheStoreGrant that lists store %s, the admin URL %s and namespace %s",
 			v.Service, cb.Namespace, why, store.ID(m.External.RPCAddress, cb.Namespace, ""), adminURL, cb.Namespace)}
@@ -116,9 +128,12 @@ const endpointSliceController = "endpointslice-controller.k8s.io"
 // namespace's pods alone ("" when it is): a Service's DNS name resolves to what an ExternalName
 // names (anywhere), a Service without a selector reaches whatever EndpointSlices someone wrote
 // (another namespace's pod IPs, the API server, a node), and one with a selector also reaches a
-// hand-written EndpointSlice that carries its name. Only a selector's own slices, which
-// Kubernetes writes from the namespace's pods, are provable. svc nil: the Service does not exist.
-func serviceProof(svc *corev1.Service, slices []metav1.PartialObjectMetadata) string {
+// hand-written EndpointSlice that carries its name. So every EndpointSlice of the Service must be
+// the endpoint controller's, and every address in it the IP of the pod of the backend's namespace
+// its targetRef names (labels and references can be written by whoever may write the slice; the
+// pod's IP, from its status, cannot). svc nil: the Service does not exist. podIPs gives the IPs
+// of a pod of the namespace (none when there is no such pod).
+func serviceProof(svc *corev1.Service, eps []discoveryv1.EndpointSlice, podIPs func(name string) ([]string, error)) string {
 	if svc == nil {
 		return "no such Service exists (one created later under that name could point anywhere until the operator looks)"
 	}
@@ -128,14 +143,32 @@ func serviceProof(svc *corev1.Service, slices []metav1.PartialObjectMetadata) st
 	if len(svc.Spec.Selector) == 0 {
 		return "it has no selector: its endpoints are whatever EndpointSlices or Endpoints someone wrote, in reach of any address"
 	}
-	var manual []string
-	for _, s := range slices {
+	var bad []string
+	for _, s := range eps {
 		if by := s.Labels[discoveryv1.LabelManagedBy]; by != endpointSliceController {
-			manual = append(manual, fmt.Sprintf("%s (managed by %q)", s.Name, by))
+			bad = append(bad, fmt.Sprintf("EndpointSlice %s is managed by %q, not written by Kubernetes from the selector", s.Name, by))
+			continue
+		}
+		for _, e := range s.Endpoints {
+			ref := e.TargetRef
+			if ref == nil || ref.Kind != "Pod" || (ref.Namespace != "" && ref.Namespace != svc.Namespace) {
+				bad = append(bad, fmt.Sprintf("EndpointSlice %s has addresses %v that name no pod of namespace %s", s.Name, e.Addresses, svc.Namespace))
+				continue
+			}
+			ips, err := podIPs(ref.Name)
+			if err != nil {
+				bad = append(bad, fmt.Sprintf("reading pod %s of EndpointSlice %s: %v", ref.Name, s.Name, err))
+				continue
+			}
+			for _, ip := range e.Addresses {
+				if !slices.Contains(ips, ip) {
+					bad = append(bad, fmt.Sprintf("EndpointSlice %s has address %s, which is not pod %s's (%v)", s.Name, ip, ref.Name, ips))
+				}
+			}
 		}
 	}
-	if len(manual) > 0 {
-		return "EndpointSlices not written by Kubernetes from its selector carry its name: " + strings.Join(manual, ", ")
+	if len(bad) > 0 {
+		return strings.Join(bad, "; ")
 	}
 	return ""
 }
