@@ -280,6 +280,14 @@ func TestCrossNamespaceOverrideNeedsAClusterGrant(t *testing.T) {
 
 	nsA := newNamespace(t)
 	tenant := tenantOf(t, nsA)
+	// The API server refuses a grant whose admin URL carries more than a scheme, host and port.
+	for _, bad := range []string{"http://u@" + strings.TrimPrefix(mb.AdminURL, "http://"), mb.AdminURL + "/api", "ftp://x:1"} {
+		g := &hicachev1alpha1.ClusterCacheStoreGrant{ObjectMeta: metav1.ObjectMeta{GenerateName: "bad-"},
+			Spec: hicachev1alpha1.ClusterCacheStoreGrantSpec{RPCAddress: mb.RPCAddr, AdminURLs: []string{bad}, Namespaces: []string{nsA}}}
+		if err := k8s.Create(context.Background(), g, client.DryRunAll); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.adminURLs[0]") {
+			t.Errorf("a grant with admin URL %q: %v; want it refused naming spec.adminURLs[0]", bad, err)
+		}
+	}
 	g := grantStore(t, mb.RPCAddr, []string{mb.AdminURL}, nsA, nsB)
 	if err := tenant.Create(context.Background(), testutil.ExternalBackend(nsA, "granted", mb.RPCAddr, mb.AdminURL)); err != nil {
 		t.Fatal(err)
