@@ -728,8 +728,10 @@ func (r *CacheFlushReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
-	if err := mgr.Add(overridePolicyWatch{policy: &r.override, reader: r.APIReader, log: mgr.GetLogger().WithName("flush-override")}); err != nil {
-		return err
+	if !r.Options.NoClusterScopedReads {
+		if err := mgr.Add(overridePolicyWatch{policy: &r.override, reader: r.APIReader, log: mgr.GetLogger().WithName("flush-override")}); err != nil {
+			return err
+		}
 	}
 	if r.Options.Identity == "" {
 		r.Options.Identity = DefaultIdentity()

@@ -98,9 +98,11 @@ type Options struct {
 	// cannot prove a backend's own (another namespace's master, IP literals, the masters of an
 	// etcd:// address); the operator calls no other admin URL of an external backend.
 	StoreGrants []store.Grant
-	// IgnoreStoreGrantObjects leaves the ClusterCacheStoreGrant objects unread: only StoreGrants
-	// count (for a manager whose role may not list cluster-scoped objects).
-	IgnoreStoreGrantObjects bool
+	// NoClusterScopedReads is for a manager whose roles grant no reads of cluster-scoped kinds
+	// (the chart with watchNamespaces): the ClusterCacheStoreGrant objects are not read (only
+	// StoreGrants count), and the admission policy of spec.allowInUse is looked up only when a
+	// flush asks, not from the start.
+	NoClusterScopedReads bool
 	// FlushAttemptTimeout is the deadline of one flush attempt (0: 3 minutes).
 	FlushAttemptTimeout time.Duration
 	// FlushMaxAttempts is how many attempts a flush gets before it is Failed for good (0: 5).
@@ -115,7 +117,7 @@ type Options struct {
 
 // authority is the store authority of a controller that reads through c.
 func (o Options) authority(c client.Reader) *storeAuthority {
-	return &storeAuthority{reader: c, flagGrants: o.StoreGrants, objects: !o.IgnoreStoreGrantObjects}
+	return &storeAuthority{reader: c, flagGrants: o.StoreGrants, objects: !o.NoClusterScopedReads}
 }
 
 // DefaultIdentity is $POD_NAME, else the host name and the process id.

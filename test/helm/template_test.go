@@ -397,7 +397,7 @@ func TestValues(t *testing.T) {
 						}
 					}
 				}
-				if a := args(t, manager(deployment(t, m, fullname))); a["store-grant"] != "" || a["store-grant-objects"] != "" {
+				if a := args(t, manager(deployment(t, m, fullname))); a["store-grant"] != "" || a["cluster-scoped-reads"] != "" {
 					t.Errorf("without watchNamespaces the grants are objects, not flags: %v", a)
 				}
 			},
@@ -410,8 +410,8 @@ func TestValues(t *testing.T) {
 					t.Errorf("with watchNamespaces the chart renders %d ClusterCacheStoreGrants the manager cannot read", len(objs))
 				}
 				a := args(t, manager(deployment(t, m, fullname)))
-				if a["store-grant-objects"] != "false" {
-					t.Errorf("--store-grant-objects=%q, want false", a["store-grant-objects"])
+				if a["cluster-scoped-reads"] != "false" {
+					t.Errorf("--cluster-scoped-reads=%q, want false", a["cluster-scoped-reads"])
 				}
 				g, err := store.ParseGrant(a["store-grant"])
 				if err != nil {
