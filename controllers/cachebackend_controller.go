@@ -149,14 +149,14 @@ func (r *CacheBackendReconciler) applyEtcd(ctx context.Context, s *backendScope)
 }
 
 // authorizeStore stops the reconcile of an external backend whose admin URL is not provably its
-// store's (adminAuthority): nothing is probed, flushed or counted, the status publishes no
+// store's (storeAuthority.authorize): nothing is probed, flushed or counted, the status publishes no
 // endpoints and its conditions say why.
-func (r *CacheBackendReconciler) authorizeStore(_ context.Context, s *backendScope) (step, error) {
+func (r *CacheBackendReconciler) authorizeStore(ctx context.Context, s *backendScope) (step, error) {
 	ext := s.obj.Spec.Mooncake.External
 	if ext == nil {
 		return proceed, nil
 	}
-	a := adminAuthority(s.obj, ext.AdminURL, r.Options.StoreGrants)
+	a := r.Options.authority(r.Client).authorize(ctx, s.obj, ext.AdminURL)
 	s.obs.authority = &a
 	if a.Allowed {
 		return proceed, nil

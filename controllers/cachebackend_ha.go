@@ -380,7 +380,7 @@ func (r *CacheBackendReconciler) probeOnce(ctx context.Context, cb *hicachev1alp
 		if u := adminURLAt(ep.AdminURL, leaderHost(rec.Probe.Leader)); u != "" && u != target {
 			// The leader's address is the masters' word: it is called only when it is
 			// provably this store's too.
-			if a := adminAuthority(cb, u, r.Options.StoreGrants); !a.Allowed {
+			if a := r.Options.authority(r.Client).authorize(ctx, cb, u); !a.Allowed {
 				rec.Err = fmt.Errorf("the standby names the leader at %s, which the operator does not call: %s", u, a.Message)
 				return rec
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/store"
 )
 
 // CacheFlushReconciler runs flushes of a backend, one at a time, and verifies them. What to do
@@ -306,7 +308,7 @@ func (r *CacheFlushReconciler) readBackend(ctx context.Context, s *flushScope) (
 			fmt.Sprintf("CacheBackend %q has no endpoints yet", cb.Name))
 		return stopFor(flushWaitInterval), nil
 	}
-	if a := adminAuthority(&cb, cb.Status.Endpoints.AdminURL, r.Options.StoreGrants); !a.Allowed {
+	if a := r.Options.authority(r.Client).authorize(ctx, &cb, cb.Status.Endpoints.AdminURL); !a.Allowed {
 		set(hicachev1alpha1.ConditionComplete, false, hicachev1alpha1.ReasonStoreRefused,
 			truncate(fmt.Sprintf("CacheBackend %q: the operator does not call its admin URL %s: %s", cb.Name, cb.Status.Endpoints.AdminURL, a.Message), 1024))
 		return stopFor(flushWaitInterval), nil
@@ -671,12 +673,24 @@ func (r *CacheFlushReconciler) checkInUse(ctx context.Context, s *flushScope) (s
 	in := overrideInput{AllowInUse: cf.Spec.AllowInUse, FlushNamespace: cf.Namespace, UserNamespaces: use.namespaces()}
 	if in.AllowInUse {
 		in.PolicyBound, in.PolicyWhy = r.override.get(ctx, r.APIReader, s.now)
+		if rpc := rpcAddressOf(s.obs.backend); rpc != "" && slices.ContainsFunc(in.UserNamespaces, func(ns string) bool { return ns != cf.Namespace }) {
+			grants, err := r.Options.authority(r.Client).grants(ctx)
+			if err != nil {
+				return proceed, err
+			}
+			in.ClusterGrantName, in.ClusterGrantWhy = store.CrossNamespaceOverride(grants, rpc, cf.Namespace, "", in.UserNamespaces)
+			in.ClusterGrant = in.ClusterGrantName != ""
+		}
 	}
 	v := planOverride(in)
 	if v.Run {
 		if c := meta.FindStatusCondition(cf.Status.Conditions, hicachev1alpha1.ConditionComplete); c == nil || c.Reason != hicachev1alpha1.ReasonRunning {
+			by := ""
+			if in.ClusterGrant {
+				by = " (users in other namespaces: " + in.ClusterGrantName + " sets allowCrossNamespaceOverride)"
+			}
 			r.Recorder.Eventf(cf, nil, corev1.EventTypeWarning, hicachev1alpha1.ReasonInUse, "Flush",
-				"spec.allowInUse is set: flushing %s although %s uses it; their cache starts cold", what, use.describe(cf.Namespace))
+				"spec.allowInUse is set: flushing %s although %s uses it; their cache starts cold%s", what, use.describe(cf.Namespace), by)
 		}
 		return proceed, nil
 	}
@@ -713,6 +727,11 @@ func (r *CacheFlushReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
+	}
+	if !r.Options.NoClusterScopedReads {
+		if err := mgr.Add(overridePolicyWatch{policy: &r.override, reader: r.APIReader, log: mgr.GetLogger().WithName("flush-override")}); err != nil {
+			return err
+		}
 	}
 	if r.Options.Identity == "" {
 		r.Options.Identity = DefaultIdentity()

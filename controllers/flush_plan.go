@@ -476,8 +476,11 @@ type overrideInput struct {
 	// PolicyWhy says why it was not found.
 	PolicyWhy string
 	// ClusterGrant says a cluster administrator granted this flush's namespace overrides of
-	// users in other namespaces.
+	// users in other namespaces: a ClusterCacheStoreGrant (or --store-grant) of the store with
+	// allowCrossNamespaceOverride that lists the flush's and the users' namespaces.
 	ClusterGrant bool
+	// ClusterGrantName names that grant; ClusterGrantWhy says why none covers them.
+	ClusterGrantName, ClusterGrantWhy string
 }
 
 // overrideVerdict is what planOverride decided.
@@ -517,7 +520,14 @@ func planOverride(in overrideInput) overrideVerdict {
 		}
 	}
 	if len(others) > 0 && !in.ClusterGrant {
-		return overrideVerdict{Why: fmt.Sprintf("spec.allowInUse is not honoured: users in namespaces %s are not the flush's namespace %s, where alone the override verb was checked; a cluster-wide override needs a cluster administrator's grant, or the flush waits until nothing there uses the scope", strings.Join(others, ", "), in.FlushNamespace)}
+		return overrideVerdict{Why: fmt.Sprintf("spec.allowInUse is not honoured: users in namespaces %s are not the flush's namespace %s, where alone the override verb was checked; a cluster-wide override needs a cluster-scoped grant: a ClusterCacheStoreGrant of the store with allowCrossNamespaceOverride listing these namespaces (%s), or the flush waits until nothing there uses the scope", strings.Join(others, ", "), in.FlushNamespace, grantWhy(in.ClusterGrantWhy))}
 	}
 	return overrideVerdict{Run: true, Overridden: true}
+}
+
+func grantWhy(why string) string {
+	if why == "" {
+		return "none was found"
+	}
+	return why
 }

@@ -286,7 +286,7 @@ func (r *HiCacheDeploymentReconciler) checkLeader(ctx context.Context, backend *
 	if ep := backend.Status.Endpoints; ep != nil {
 		o.AdminURL = ep.AdminURL
 	}
-	if a := adminAuthority(backend, o.AdminURL, r.Options.StoreGrants); o.AdminURL != "" && !a.Allowed {
+	if a := r.Options.authority(r.Client).authorize(ctx, backend, o.AdminURL); o.AdminURL != "" && !a.Allowed {
 		o.AskErr = errors.New("the operator does not call the backend's admin URL: " + a.Message)
 	} else if r.Options.Admin == nil {
 		o.AskErr = errors.New("the operator has no admin client")

@@ -20,6 +20,7 @@ func TestPlanOverride(t *testing.T) {
 		{"override of only another namespace's users", overrideInput{AllowInUse: true, FlushNamespace: "a", UserNamespaces: []string{"b"}, PolicyBound: true}, false, false, "namespaces b"},
 		{"cluster grant covers other namespaces", overrideInput{AllowInUse: true, FlushNamespace: "a", UserNamespaces: []string{"b"}, PolicyBound: true, ClusterGrant: true}, true, true, ""},
 		{"cluster grant without the policy", overrideInput{AllowInUse: true, FlushNamespace: "a", UserNamespaces: []string{"b"}, ClusterGrant: true}, false, false, "not both present"},
+		{"no cluster grant, why kept", overrideInput{AllowInUse: true, FlushNamespace: "a", UserNamespaces: []string{"b"}, PolicyBound: true, ClusterGrantWhy: "the store grant g does not list namespace b"}, false, false, "does not list namespace b"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v := planOverride(c.in)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +44,55 @@ func (p *overridePolicy) get(ctx context.Context, c client.Reader, now time.Time
 	p.at = now
 	return p.bound, p.why
 }
+
+// refresh looks the policy up now, whatever the cache holds, and returns what it found and
+// whether that differs from what was known before.
+func (p *overridePolicy) refresh(ctx context.Context, c client.Reader, now time.Time) (bound bool, why string, changed bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	was, wasWhy, known := p.bound, p.why, !p.at.IsZero()
+	p.bound, p.why = lookupOverridePolicy(ctx, c)
+	p.at = now
+	return p.bound, p.why, !known || was != p.bound || wasWhy != p.why
+}
+
+// overridePolicyWatch looks for the admission policy of spec.allowInUse when the manager starts
+// and every interval after, and logs what it finds whenever that changes: an operator whose
+// overrides cannot be honoured says so at once, not only when a flush asks. A flush that asks
+// meanwhile waits with a condition and an event saying why (CacheFlushReconciler.checkInUse).
+type overridePolicyWatch struct {
+	policy   *overridePolicy
+	reader   client.Reader
+	interval time.Duration
+	log      logr.Logger
+}
+
+// Start runs until ctx ends.
+func (w overridePolicyWatch) Start(ctx context.Context) error {
+	interval := w.interval
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if bound, why, changed := w.policy.refresh(ctx, w.reader, time.Now()); changed && ctx.Err() == nil {
+			if bound {
+				w.log.Info("The admission policy that checks the override verb of spec.allowInUse is bound: overrides are honoured")
+			} else {
+				w.log.Error(nil, "spec.allowInUse is not honoured: flushes that set it wait while what they remove is in use; install config/admission (the chart installs it)", "why", why)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// NeedLeaderElection is false: every replica reports what it sees.
+func (overridePolicyWatch) NeedLeaderElection() bool { return false }
 
 // lookupOverridePolicy finds a ValidatingAdmissionPolicy on CacheFlush creates that checks the
 // verb override, and a binding of it that denies.

@@ -49,6 +49,13 @@ var rbacUses = map[grant]string{
 	{"hicache.io", "cachebackends/status", "patch"}:      "scope.writeStatus: Status().Patch",
 	{"hicache.io", "cacheflushes/status", "patch"}:       "scope.writeStatus: Status().Patch",
 
+	// Store grants and the EndpointSlices (metadata) of a Service an external backend names:
+	// read through the cache, whose informers list and watch them.
+	{"hicache.io", "clustercachestoregrants", "list"}:  "storeAuthority.grants: List from the cache (the informer)",
+	{"hicache.io", "clustercachestoregrants", "watch"}: "storeAuthority.grants: List from the cache (the informer)",
+	{"discovery.k8s.io", "endpointslices", "list"}:     "storeAuthority.authorize: List from the cache (the informer)",
+	{"discovery.k8s.io", "endpointslices", "watch"}:    "storeAuthority.authorize: List from the cache (the informer)",
+
 	// Pods: observed, deleted to roll or recreate a group or replace a store pod, patched with
 	// the rank role labels and the master leader label.
 	{"", "pods", "get"}:    "HiCacheDeploymentReconciler.podGone: Get",

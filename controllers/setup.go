@@ -13,6 +13,7 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hicache-io/hicache-operator/internal/images"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
@@ -97,6 +98,11 @@ type Options struct {
 	// cannot prove a backend's own (another namespace's master, IP literals, the masters of an
 	// etcd:// address); the operator calls no other admin URL of an external backend.
 	StoreGrants []store.Grant
+	// NoClusterScopedReads is for a manager whose roles grant no reads of cluster-scoped kinds
+	// (the chart with watchNamespaces): the ClusterCacheStoreGrant objects are not read (only
+	// StoreGrants count), and the admission policy of spec.allowInUse is looked up only when a
+	// flush asks, not from the start.
+	NoClusterScopedReads bool
 	// FlushAttemptTimeout is the deadline of one flush attempt (0: 3 minutes).
 	FlushAttemptTimeout time.Duration
 	// FlushMaxAttempts is how many attempts a flush gets before it is Failed for good (0: 5).
@@ -107,6 +113,11 @@ type Options struct {
 	// FlushDurabilityWindow is how long after a flush's removal on masters with HA the flush
 	// checks that the leader that ran it still serves before it completes (0: 5 seconds).
 	FlushDurabilityWindow time.Duration
+}
+
+// authority is the store authority of a controller that reads through c.
+func (o Options) authority(c client.Reader) *storeAuthority {
+	return &storeAuthority{reader: c, flagGrants: o.StoreGrants, objects: !o.NoClusterScopedReads}
 }
 
 // DefaultIdentity is $POD_NAME, else the host name and the process id.

@@ -51,6 +51,21 @@ func storeIDOf(cb *hicachev1alpha1.CacheBackend) string {
 	return ""
 }
 
+// rpcAddressOf is the RPC address of a backend's store, as its spec (or, managed, the operator)
+// spells it in the backend's namespace.
+func rpcAddressOf(cb *hicachev1alpha1.CacheBackend) string {
+	m := cb.Spec.Mooncake
+	switch {
+	case m == nil:
+		return ""
+	case m.External != nil:
+		return m.External.RPCAddress
+	case m.Managed != nil:
+		return managedRPCAddress(cb)
+	}
+	return ""
+}
+
 // managedRPCAddress is where clients reach a managed master: its Service's RPC port, or with
 // HA the etcd in which clients find the leader.
 func managedRPCAddress(cb *hicachev1alpha1.CacheBackend) string {

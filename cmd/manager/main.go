@@ -89,7 +89,9 @@ func main() {
 	flag.DurationVar(&opts.FlushBackoff, "flush-backoff", 10*time.Second, "Wait after a flush's first failed attempt; doubled after each next one")
 	flag.DurationVar(&opts.FlushBackoffMax, "flush-backoff-max", 5*time.Minute, "Longest wait between two attempts of a flush")
 	zapOpts := zap.Options{Development: false}
-	flag.Func("store-grant", "A store backends may use although the operator cannot prove it theirs (another namespace's master, an IP literal, the masters of an etcd:// address): name=<name>;rpc=<address>;admin=<url>[,<url>...];namespaces=<ns>[,<ns>...] (\"*\": every namespace); repeatable. Only whoever configures the manager grants one", func(v string) error {
+	var clusterReads bool
+	flag.BoolVar(&clusterReads, "cluster-scoped-reads", true, "Read cluster-scoped kinds: the ClusterCacheStoreGrants (store grants) and, from the start, the admission policy of spec.allowInUse; false for a manager whose roles are namespaced (--watch-namespaces): only --store-grant counts then, and the policy is looked up only when a flush asks")
+	flag.Func("store-grant", "A store backends may use although the operator cannot prove it theirs (another namespace's master, an IP literal, the masters of an etcd:// address): name=<name>;rpc=<address>;admin=<url>[,<url>...];namespaces=<ns>[,<ns>...][;override=true] (\"*\": every namespace; override=true: allowCrossNamespaceOverride); repeatable. A ClusterCacheStoreGrant object says the same and can be changed without restarting the manager; this flag is for managers that cannot read cluster-scoped objects. Only whoever configures the manager grants one", func(v string) error {
 		g, err := store.ParseGrant(v)
 		if err == nil {
 			opts.StoreGrants = append(opts.StoreGrants, g)
@@ -106,6 +108,7 @@ func main() {
 		os.Exit(2)
 	}
 	opts.FlushMaxAttempts = int32(maxAttempts)
+	opts.NoClusterScopedReads = !clusterReads
 	if opts.DeploymentWorkers < 1 || opts.DeploymentWorkers > 64 {
 		log.Error(nil, "--deployment-workers must be between 1 and 64", "deployment-workers", opts.DeploymentWorkers)
 		os.Exit(2)

@@ -10,7 +10,8 @@ import (
 
 // Grant is a cluster administrator's word that a store's master answers its admin API at the
 // listed URLs and that backends of the listed Kubernetes namespaces may use it. It is the only
-// way a backend reaches a master the rules of Authorize cannot prove its own: another
+// way a backend reaches a master the rules of Authorize cannot prove its own. Grants come from
+// ClusterCacheStoreGrant objects (cluster-scoped) and from the manager's --store-grant flag: another
 // namespace's Service, an IP literal that is not loopback, a name outside the cluster, the masters
 // of an etcd:// address.
 type Grant struct {
@@ -23,6 +24,9 @@ type Grant struct {
 	AdminURLs []string
 	// Namespaces are the Kubernetes namespaces whose backends may use the store; "*" is every one.
 	Namespaces []string
+	// AllowCrossNamespaceOverride lets a flush with spec.allowInUse in one of Namespaces empty
+	// what users in other namespaces of the grant use.
+	AllowCrossNamespaceOverride bool
 }
 
 // Authority is what Authorize decided.
@@ -33,6 +37,10 @@ type Authority struct {
 	Reason string
 	// Message says why, and when refused, what to do.
 	Message string
+	// Service, when set, is the Service of the backend's own namespace the decision rests on:
+	// the admin URL is allowed only once the caller has proved that the Service reaches pods of
+	// that namespace alone (ServiceProof).
+	Service string
 }
 
 // Reasons of an Authority.
@@ -43,6 +51,7 @@ const (
 	AuthorityOtherHost      = "AdminHostNotRPCHost"
 	AuthorityOtherNamespace = "OtherNamespace"
 	AuthorityUnprovable     = "HostNotProvable"
+	AuthorityServiceRefused = "ServiceNotProvable"
 )
 
 // Authorize decides, with no lookup of any name, whether the operator may call adminURL as the
@@ -58,7 +67,8 @@ const (
 // Everything else is refused: an IP literal that is not loopback (a pod or Service of any
 // namespace may have it), a Service of another namespace, a name outside the cluster's Service
 // domain (it resolves to what its owner says), the name localhost (spell 127.0.0.1), an
-// etcd:// address (its masters' hosts are not in it), and an admin URL with user information, a
+// etcd:// address but on a Service of the backend's namespace that the address names (its
+// masters' hosts are not in it; an etcd on loopback proves nothing), and an admin URL with user information, a
 // query, a fragment, a path, an escape or a zone in its host, or a scheme other than http/https.
 func Authorize(rpcAddress, adminURL, namespace, clusterDomain string, grants []Grant) Authority {
 	if clusterDomain == "" {
@@ -86,15 +96,24 @@ func Authorize(rpcAddress, adminURL, namespace, clusterDomain string, grants []G
 			}
 		}
 	}
-	grantHint := fmt.Sprintf("or ask a cluster administrator for a store grant (the manager's --store-grant) that lists store %s, the admin URL %s and namespace %s", WithCluster(id, ""), adminURL, namespace)
+	grantHint := fmt.Sprintf("or ask a cluster administrator for a ClusterCacheStoreGrant that lists store %s, the admin URL %s and namespace %s", WithCluster(id, ""), adminURL, namespace)
 	rpc := strings.TrimSpace(rpcAddress)
 	if rest, ok := cutPrefixFold(rpc, EtcdScheme); ok {
 		// The masters of an etcd:// address are not in it: the admin URL is provably one of
-		// them only when it is on a host the address names (etcd and masters on one host).
+		// them only when it is on a host the address names (etcd and masters on one host) and
+		// that host is the backend namespace's own: a Service of it, whose pods are that
+		// namespace's. A loopback address proves nothing here: it is the operator's own host,
+		// where the etcd's address names no master, and any master of any tenant on that host
+		// listens on it (the masters of the etcd included, whatever their addresses).
 		var first Authority
 		for i, e := range strings.FieldsFunc(rest, func(r rune) bool { return r == ';' || r == ',' }) {
 			h, _ := splitHostPort(strings.TrimSpace(e), DefaultEtcdPort)
-			a := sameHost(h, rpcAddress, admin.host, adminURL, namespace, ns, domain, grantHint, true)
+			var a Authority
+			if nh := normalHost(h, ns, domain); loopback(nh) || strings.EqualFold(strings.TrimSuffix(h, "."), "localhost") {
+				a = Authority{Reason: AuthorityUnprovable, Message: fmt.Sprintf("the etcd host %s is a loopback address, which names the operator's own host and none of the masters on it", h)}
+			} else {
+				a = sameHost(h, rpcAddress, admin.host, adminURL, namespace, ns, domain, grantHint)
+			}
 			if a.Allowed {
 				return a
 			}
@@ -103,20 +122,18 @@ func Authorize(rpcAddress, adminURL, namespace, clusterDomain string, grants []G
 			}
 		}
 		return Authority{Reason: AuthorityUnprovable, Message: fmt.Sprintf(
-			"spec.mooncake.external.rpcAddress %s names an etcd, not the masters, and the admin URL %s is on none of its hosts (%s): the operator cannot tell that it is one of this store's masters; ask a cluster administrator for a store grant (the manager's --store-grant) that lists store %s, its masters' admin URLs and namespace %s",
+			"spec.mooncake.external.rpcAddress %s names an etcd, not the masters, and the admin URL %s is on none of its hosts (%s): the operator cannot tell that it is one of this store's masters; ask a cluster administrator for a ClusterCacheStoreGrant that lists store %s, its masters' admin URLs and namespace %s",
 			rpcAddress, adminURL, first.Message, WithCluster(id, ""), namespace)}
 	}
 	rpcHost, _ := splitHostPort(rpc, DefaultRPCPort)
-	return sameHost(rpcHost, rpcAddress, admin.host, adminURL, namespace, ns, domain, grantHint, false)
+	return sameHost(rpcHost, rpcAddress, admin.host, adminURL, namespace, ns, domain, grantHint)
 }
 
 // sameHost allows an admin host that is provably the RPC host: the same normal form, a Service
-// of the backend's own namespace or a loopback literal. anyLoopback lets two different loopback
-// addresses count as one host: only for an etcd:// address, whose masters are not named in it
-// and run beside the etcd in one network namespace when both are on loopback. A single master's
-// RPC address names its host exactly, and a loopback address other than the admin URL's is
-// another master (another tenant's, on one machine), so there the two must be the same address.
-func sameHost(rpcHost, rpcAddress, adminHost, adminURL, namespace, ns, domain, grantHint string, anyLoopback bool) Authority {
+// of the backend's own namespace or a loopback literal. Two different loopback addresses are two
+// hosts: on one machine, another loopback address is another master's (another tenant's), and
+// nothing in an etcd:// address says which masters beside it use that etcd.
+func sameHost(rpcHost, rpcAddress, adminHost, adminURL, namespace, ns, domain, grantHint string) Authority {
 	id := rpcAddress
 	if strings.EqualFold(strings.TrimSuffix(rpcHost, "."), "localhost") || strings.EqualFold(strings.TrimSuffix(adminHost, "."), "localhost") {
 		return Authority{Reason: AuthorityUnprovable, Message: fmt.Sprintf(
@@ -127,11 +144,6 @@ func sameHost(rpcHost, rpcAddress, adminHost, adminURL, namespace, ns, domain, g
 			"spec.mooncake.external.rpcAddress %s has a zone or an escape in its host: write the host plainly", rpcAddress)}
 	}
 	rh, ah := normalHost(rpcHost, ns, domain), normalHost(adminHost, ns, domain)
-	// Every loopback address (127.0.0.0/8, ::1) reaches the caller's own network namespace:
-	// for an etcd:// address, one host, whichever of them each side spells.
-	if anyLoopback && loopback(rh) && loopback(ah) {
-		return Authority{Allowed: true, Reason: AuthoritySameHost, Message: fmt.Sprintf("The admin URL's host %s and the RPC address's host %s are loopback addresses of one host", ah, rh)}
-	}
 	if rh != ah {
 		return Authority{Reason: AuthorityOtherHost, Message: fmt.Sprintf(
 			"spec.mooncake.external.adminURL %s names host %s, the rpcAddress %s names host %s: the operator calls only the admin API of the master the RPC address names; make the two hosts the same, %s", adminURL, ah, rpcAddress, rh, grantHint)}
@@ -157,7 +169,7 @@ func sameHost(rpcHost, rpcAddress, adminHost, adminURL, namespace, ns, domain, g
 		return Authority{Reason: AuthorityOtherNamespace, Message: fmt.Sprintf(
 			"the store's host %s is a Service of namespace %s, not of this backend's namespace %s: another namespace's master is used only through a store grant; ask a cluster administrator for one that lists store %s, the admin URL %s and namespace %s", rh, labels[1], namespace, id, adminURL, namespace)}
 	}
-	return Authority{Allowed: true, Reason: AuthoritySameHost, Message: fmt.Sprintf("The admin URL's host is the RPC address's host, Service %s of namespace %s", rh, namespace)}
+	return Authority{Allowed: true, Reason: AuthoritySameHost, Service: labels[0], Message: fmt.Sprintf("The admin URL's host is the RPC address's host, Service %s of namespace %s", rh, namespace)}
 }
 
 func loopback(host string) bool {
@@ -218,8 +230,9 @@ func parseAdminURL(s string) (adminURLParts, error) {
 	return adminURLParts{scheme: scheme, host: host, port: port}, nil
 }
 
-// ParseGrant reads a grant from the manager's flag: name=<name>;rpc=<address>;admin=<url>[,<url>...];namespaces=<ns>[,<ns>...]
-// ("*" for every namespace). Every key is required once; nothing else is accepted.
+// ParseGrant reads a grant from the manager's flag: name=<name>;rpc=<address>;admin=<url>[,<url>...];namespaces=<ns>[,<ns>...][;override=true]
+// ("*" for every namespace; override=true is AllowCrossNamespaceOverride). Every key but
+// override is required once; nothing else is accepted.
 func ParseGrant(s string) (Grant, error) {
 	var g Grant
 	seen := map[string]bool{}
@@ -243,12 +256,43 @@ func ParseGrant(s string) (Grant, error) {
 			}
 		case "namespaces":
 			g.Namespaces = strings.Split(v, ",")
+		case "override":
+			if v != "true" && v != "false" {
+				return Grant{}, fmt.Errorf("store grant %q: override is true or false, not %q", s, v)
+			}
+			g.AllowCrossNamespaceOverride = v == "true"
 		default:
-			return Grant{}, fmt.Errorf("store grant %q: unknown key %q (name, rpc, admin, namespaces)", s, k)
+			return Grant{}, fmt.Errorf("store grant %q: unknown key %q (name, rpc, admin, namespaces, override)", s, k)
 		}
 	}
-	if len(seen) != 4 {
+	if !seen["name"] || !seen["rpc"] || !seen["admin"] || !seen["namespaces"] {
 		return Grant{}, fmt.Errorf("store grant %q: name, rpc, admin and namespaces are all required", s)
 	}
 	return g, nil
+}
+
+// CrossNamespaceOverride tells whether a grant lets a flush in Kubernetes namespace flushNS, on
+// the store at rpcAddress (as the flush's backend in flushNS spells it), override users of
+// namespaces userNS: a grant of that store with AllowCrossNamespaceOverride that lists flushNS
+// and every namespace of userNS (or "*"). It returns the grant's name, or why none does.
+func CrossNamespaceOverride(grants []Grant, rpcAddress, flushNS, clusterDomain string, userNS []string) (string, string) {
+	id := ID(rpcAddress, flushNS, clusterDomain)
+	if id == "" {
+		return "", "the backend names no store"
+	}
+	why := fmt.Sprintf("no store grant of store %s sets allowCrossNamespaceOverride", WithCluster(id, ""))
+next:
+	for _, g := range grants {
+		if ID(g.RPCAddress, "", clusterDomain) != id || !g.AllowCrossNamespaceOverride {
+			continue
+		}
+		for _, ns := range append([]string{flushNS}, userNS...) {
+			if !grantsNamespace(g, strings.ToLower(ns)) {
+				why = fmt.Sprintf("the store grant %s of store %s allows cross-namespace overrides but does not list namespace %s", g.Name, WithCluster(id, ""), ns)
+				continue next
+			}
+		}
+		return g.Name, ""
+	}
+	return "", why
 }

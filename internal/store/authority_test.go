@@ -1,6 +1,9 @@
 package store
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestAuthorize(t *testing.T) {
 	grant := Grant{Name: "shared", RPCAddress: "mooncake-master.b.svc.cluster.local:50051",
@@ -52,9 +55,16 @@ func TestAuthorize(t *testing.T) {
 		{"leading-zero port", "m:50051", "http://m:09003", nil, AuthorityBadAdminURL},
 		{"empty admin url", "m:50051", "", nil, AuthorityBadAdminURL},
 		{"etcd, admin on an etcd host of the namespace", "etcd://etcd:2379", "http://etcd:9003", nil, AuthoritySameHost},
-		{"etcd, admin on the loopback etcd host", "etcd://127.0.0.1:2379;127.0.0.1:2380", "http://127.0.0.1:9003", nil, AuthoritySameHost},
-		// On loopback, masters run beside their etcd in one network namespace.
-		{"etcd on loopback, admin on another loopback address", "etcd://127.0.0.1:2379", "http://127.0.0.3:9003", nil, AuthoritySameHost},
+		// An etcd on loopback names no master: any master on the operator's host listens there.
+		{"etcd, admin on the loopback etcd host", "etcd://127.0.0.1:2379;127.0.0.1:2380", "http://127.0.0.1:9003", nil, AuthorityUnprovable},
+		{"etcd on ipv6 loopback, admin on it", "etcd://[::1]:2379", "http://[::1]:9003", nil, AuthorityUnprovable},
+		{"etcd on loopback then a Service", "etcd://127.0.0.1:2379;etcd:2379", "http://etcd:9003", nil, AuthoritySameHost},
+		// Another loopback address is another host: nothing says its master uses this etcd.
+		{"etcd on loopback, admin on another loopback address", "etcd://127.0.0.1:2379", "http://127.0.0.3:9003", nil, AuthorityUnprovable},
+		{"etcd on loopback, admin on its IPv4-mapped spelling", "etcd://127.0.0.2:2379", "http://[::ffff:127.0.0.1]:9003", nil, AuthorityUnprovable},
+		{"etcd on loopback, admin on localhost", "etcd://127.0.0.1:2379", "http://localhost:9003", nil, AuthorityUnprovable},
+		{"etcd on localhost", "etcd://localhost:2379", "http://127.0.0.1:9003", nil, AuthorityUnprovable},
+		{"etcd on loopback, granted", "etcd://127.0.0.1:2379", "http://127.0.0.3:9003", []Grant{{Name: "l", RPCAddress: "etcd://127.0.0.1:2379", AdminURLs: []string{"http://127.0.0.3:9003"}, Namespaces: []string{"a"}}}, AuthorityGranted},
 		{"etcd, admin on another host", "etcd://etcd:2379", "http://master-0:9003", nil, AuthorityUnprovable},
 		{"etcd, admin on B's master", "etcd://etcd:2379", "http://mooncake-master.b:9003", nil, AuthorityUnprovable},
 		{"etcd of namespace b", "etcd://etcd.b:2379", "http://etcd.b:9003", nil, AuthorityUnprovable},
@@ -70,6 +80,10 @@ func TestAuthorize(t *testing.T) {
 			if got.Message == "" {
 				t.Error("no message")
 			}
+			// Only an own-namespace Service's name leaves the proof of its endpoints to the caller.
+			if svc := got.Service; (svc != "") != (got.Allowed && got.Reason == AuthoritySameHost && !strings.HasPrefix(c.rpc, "127.") && !strings.HasPrefix(c.rpc, "[") && !strings.HasPrefix(c.rpc, "etcd://127.0.0.1:2379;127")) {
+				t.Errorf("Authorize(%q, %q) names Service %q", c.rpc, c.admin, svc)
+			}
 		})
 	}
 }
@@ -82,12 +96,48 @@ func TestParseGrant(t *testing.T) {
 	if a := Authorize("m.b:50051", "http://m2.b.svc.cluster.local:9003", "c", "", []Grant{g}); !a.Allowed {
 		t.Errorf("the parsed grant does not allow namespace c: %+v", a)
 	}
+	o, err := ParseGrant("name=o;rpc=m.b.svc:50051;admin=http://m.b.svc:9003;namespaces=a,b;override=true")
+	if err != nil || !o.AllowCrossNamespaceOverride {
+		t.Fatalf("ParseGrant with override = %+v, %v", o, err)
+	}
 	for _, bad := range []string{
+		"name=x;rpc=m:1;admin=http://m:2;namespaces=a;override=yes",
 		"", "name=x;rpc=m:1;admin=http://m:2", "name=x;rpc=m:1;admin=http://u@m:2;namespaces=a",
 		"name=x;rpc=m:1;admin=http://m:2;namespaces=a;extra=1", "name=x;name=y;rpc=m:1;admin=http://m:2;namespaces=a",
 	} {
 		if _, err := ParseGrant(bad); err == nil {
 			t.Errorf("ParseGrant(%q) accepted", bad)
 		}
+	}
+}
+
+func TestCrossNamespaceOverride(t *testing.T) {
+	over := Grant{Name: "over", RPCAddress: "m.s.svc:50051", AdminURLs: []string{"http://m.s.svc:9003"}, Namespaces: []string{"a", "b"}, AllowCrossNamespaceOverride: true}
+	plain := over
+	plain.Name, plain.AllowCrossNamespaceOverride = "plain", false
+	every := over
+	every.Name, every.Namespaces = "every", []string{"*"}
+	for _, c := range []struct {
+		name, rpc, flushNS string
+		users              []string
+		grants             []Grant
+		want, whyHas       string
+	}{
+		{"granted", "m.s:50051", "a", []string{"b"}, []Grant{over}, "over", ""},
+		{"granted, fully qualified", "m.s.svc.cluster.local.:50051", "b", []string{"a", "b"}, []Grant{over}, "over", ""},
+		{"no grant", "m.s:50051", "a", []string{"b"}, nil, "", "sets allowCrossNamespaceOverride"},
+		{"grant without the override", "m.s:50051", "a", []string{"b"}, []Grant{plain}, "", "sets allowCrossNamespaceOverride"},
+		{"user outside the grant", "m.s:50051", "a", []string{"c"}, []Grant{over}, "", "namespace c"},
+		{"flush outside the grant", "m.s:50051", "c", []string{"a"}, []Grant{over}, "", "namespace c"},
+		{"every namespace", "m.s:50051", "x", []string{"y", "z"}, []Grant{every}, "every", ""},
+		{"another store", "m2.s:50051", "a", []string{"b"}, []Grant{over}, "", "sets allowCrossNamespaceOverride"},
+		{"short name is the flush's namespace", "m:50051", "s", []string{"a"}, []Grant{every}, "every", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, why := CrossNamespaceOverride(c.grants, c.rpc, c.flushNS, "", c.users)
+			if got != c.want || (got == "" && !strings.Contains(why, c.whyHas)) {
+				t.Errorf("CrossNamespaceOverride = %q, %q; want %q, why containing %q", got, why, c.want, c.whyHas)
+			}
+		})
 	}
 }

@@ -49,6 +49,7 @@ func startHABehindProxy(t *testing.T, ns string) *haBehindProxy {
 			h.standby = m
 		}
 	}
+	grantStore(t, "etcd://"+e.Endpoint, adminURLsOf(h.ha), ns)
 	externalBackend(t, ns, "mooncake", "etcd://"+e.Endpoint, h.standby.AdminURL, testutil.ClusterID(cluster))
 	return h
 }

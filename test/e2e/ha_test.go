@@ -35,6 +35,8 @@ func TestExternalBackendOnEtcd(t *testing.T) {
 		}
 	}
 
+	// The etcd's address does not say which masters use it: a cluster administrator's grant does.
+	grantStore(t, ha.ClientAddr, adminURLsOf(ha), ns)
 	externalBackend(t, ns, "mooncake", ha.ClientAddr, standby.AdminURL, testutil.ClusterID(cluster))
 	got := getBackend(t, ns, "mooncake")
 	if ep := got.Status.Endpoints; ep.RPCAddress != ha.ClientAddr || ep.AdminURL != leader.AdminURL || ep.ClusterID != cluster {

@@ -483,7 +483,8 @@ func startOperator(t *testing.T, admin *rest.Config, user string, watchNamespace
 	if err != nil {
 		t.Fatalf("creating the manager: %v", err)
 	}
-	if err := controllers.Setup(mgr, controllers.Options{}); err != nil {
+	// As the chart's --cluster-scoped-reads=false with watchNamespaces.
+	if err := controllers.Setup(mgr, controllers.Options{NoClusterScopedReads: len(watchNamespaces) > 0}); err != nil {
 		t.Fatalf("setting up the controllers: %v", err)
 	}
 	o.elected = mgr.Elected()

@@ -25,8 +25,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/controllers"
 	"github.com/hicache-io/hicache-operator/internal/images"
+	"github.com/hicache-io/hicache-operator/internal/store"
 )
 
 // fullname is the name of the release's objects with default values.
@@ -359,6 +361,67 @@ func TestValues(t *testing.T) {
 				}
 			},
 		},
+		"storeGrants become ClusterCacheStoreGrants": {
+			sets: []string{"storeGrants[0].name=shared", "storeGrants[0].rpcAddress=m.b.svc:50051", "storeGrants[0].adminURLs={http://m.b.svc:9003,http://m2.b.svc:9003}",
+				"storeGrants[0].namespaces={a,c}", "storeGrants[0].allowCrossNamespaceOverride=true"},
+			check: func(t *testing.T, m manifest) {
+				var g hicachev1alpha1.ClusterCacheStoreGrant
+				typed(t, m, "ClusterCacheStoreGrant", "shared", &g)
+				want := hicachev1alpha1.ClusterCacheStoreGrantSpec{RPCAddress: "m.b.svc:50051", AdminURLs: []string{"http://m.b.svc:9003", "http://m2.b.svc:9003"},
+					Namespaces: []string{"a", "c"}, AllowCrossNamespaceOverride: true}
+				if diff := cmp.Diff(want, g.Spec); diff != "" {
+					t.Errorf("ClusterCacheStoreGrant shared (-want +got):\n%s", diff)
+				}
+				if g.Namespace != "" {
+					t.Errorf("the cluster-scoped grant has namespace %q", g.Namespace)
+				}
+				// No role of the chart lets anyone write grants: the manager reads them, and no
+				// role is aggregated into the namespaced admin, edit or view roles.
+				for _, kind := range []string{"ClusterRole", "Role"} {
+					for _, u := range m.ofKind(kind) {
+						var r rbacv1.ClusterRole
+						if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
+							t.Fatal(err)
+						}
+						for l := range r.Labels {
+							if strings.HasPrefix(l, "rbac.authorization.k8s.io/aggregate-to-") {
+								t.Errorf("%s %s is aggregated (%s)", kind, r.Name, l)
+							}
+						}
+						for _, rule := range r.Rules {
+							if slices.Contains(rule.Resources, "clustercachestoregrants") || slices.Contains(rule.Resources, "*") {
+								if extra := slices.DeleteFunc(slices.Clone(rule.Verbs), func(v string) bool { return v == "list" || v == "watch" }); len(extra) > 0 {
+									t.Errorf("%s %s grants %v on clustercachestoregrants", kind, r.Name, extra)
+								}
+							}
+						}
+					}
+				}
+				if a := args(t, manager(deployment(t, m, fullname))); a["store-grant"] != "" || a["cluster-scoped-reads"] != "" {
+					t.Errorf("without watchNamespaces the grants are objects, not flags: %v", a)
+				}
+			},
+		},
+		"storeGrants with watchNamespaces become --store-grant": {
+			sets: []string{"watchNamespaces={a}", "storeGrants[0].name=shared", "storeGrants[0].rpcAddress=m.b.svc:50051", "storeGrants[0].adminURLs={http://m.b.svc:9003}",
+				"storeGrants[0].namespaces={a}"},
+			check: func(t *testing.T, m manifest) {
+				if objs := m.ofKind("ClusterCacheStoreGrant"); len(objs) > 0 {
+					t.Errorf("with watchNamespaces the chart renders %d ClusterCacheStoreGrants the manager cannot read", len(objs))
+				}
+				a := args(t, manager(deployment(t, m, fullname)))
+				if a["cluster-scoped-reads"] != "false" {
+					t.Errorf("--cluster-scoped-reads=%q, want false", a["cluster-scoped-reads"])
+				}
+				g, err := store.ParseGrant(a["store-grant"])
+				if err != nil {
+					t.Fatalf("the manager would refuse --store-grant=%q: %v", a["store-grant"], err)
+				}
+				if want := (store.Grant{Name: "shared", RPCAddress: "m.b.svc:50051", AdminURLs: []string{"http://m.b.svc:9003"}, Namespaces: []string{"a"}}); !cmp.Equal(want, g) {
+					t.Errorf("--store-grant is %+v, want %+v", g, want)
+				}
+			},
+		},
 		"metrics disabled": {
 			sets: []string{"metrics.enabled=false", "metrics.serviceMonitor.enabled=true"},
 			check: func(t *testing.T, m manifest) {
@@ -548,16 +611,20 @@ func TestRefusedValues(t *testing.T) {
 		// want are pieces of the error a person reads: the value's path and why.
 		want []string
 	}{
-		"unknown pull policy":     {sets: []string{"image.pullPolicy=Sometimes"}, want: []string{"/image/pullPolicy", "IfNotPresent", "Always", "Never"}},
-		"negative replicas":       {sets: []string{"replicas=-1"}, want: []string{"/replicas", "minimum"}},
-		"unknown top-level key":   {sets: []string{"replica=2"}, want: []string{"'replica' not allowed"}},
-		"unknown nested key":      {sets: []string{"metrics.port=9090"}, want: []string{"/metrics", "'port' not allowed"}},
-		"bad namespace":           {sets: []string{"watchNamespaces={Team_A}"}, want: []string{"/watchNamespaces/0", "Team_A"}},
-		"bad interval":            {sets: []string{"backendPollInterval=soon"}, want: []string{"/backendPollInterval", "soon"}},
-		"no workers":              {sets: []string{"deploymentWorkers=0"}, want: []string{"/deploymentWorkers", "minimum"}},
-		"bad quantity":            {sets: []string{"resources.limits.memory=lots"}, want: []string{"/resources/limits/memory", "lots"}},
-		"unknown log level":       {sets: []string{"logLevel=verbose"}, want: []string{"/logLevel", "info"}},
-		"bad fullnameOverride":    {sets: []string{"fullnameOverride=My_Operator"}, want: []string{"/fullnameOverride", "My_Operator"}},
+		"unknown pull policy":   {sets: []string{"image.pullPolicy=Sometimes"}, want: []string{"/image/pullPolicy", "IfNotPresent", "Always", "Never"}},
+		"negative replicas":     {sets: []string{"replicas=-1"}, want: []string{"/replicas", "minimum"}},
+		"unknown top-level key": {sets: []string{"replica=2"}, want: []string{"'replica' not allowed"}},
+		"unknown nested key":    {sets: []string{"metrics.port=9090"}, want: []string{"/metrics", "'port' not allowed"}},
+		"bad namespace":         {sets: []string{"watchNamespaces={Team_A}"}, want: []string{"/watchNamespaces/0", "Team_A"}},
+		"bad interval":          {sets: []string{"backendPollInterval=soon"}, want: []string{"/backendPollInterval", "soon"}},
+		"no workers":            {sets: []string{"deploymentWorkers=0"}, want: []string{"/deploymentWorkers", "minimum"}},
+		"bad quantity":          {sets: []string{"resources.limits.memory=lots"}, want: []string{"/resources/limits/memory", "lots"}},
+		"unknown log level":     {sets: []string{"logLevel=verbose"}, want: []string{"/logLevel", "info"}},
+		"bad fullnameOverride":  {sets: []string{"fullnameOverride=My_Operator"}, want: []string{"/fullnameOverride", "My_Operator"}},
+		"grant admin URL with userinfo": {sets: []string{"storeGrants[0].name=g", "storeGrants[0].rpcAddress=m.b.svc:1", "storeGrants[0].adminURLs={http://u@m.b.svc:9003}", "storeGrants[0].namespaces={a}"},
+			want: []string{"/storeGrants/0/adminURLs/0", "http://u@m.b.svc:9003"}},
+		"grant without namespaces": {sets: []string{"storeGrants[0].name=g", "storeGrants[0].rpcAddress=m.b.svc:1", "storeGrants[0].adminURLs={http://m.b.svc:9003}"},
+			want: []string{"/storeGrants/0", "namespaces"}},
 		"replicas without leader": {sets: []string{"replicas=2", "leaderElection=false"}, want: []string{"replicas is 2 but leaderElection is false", "set leaderElection=true or replicas=1"}},
 	}
 	for name, tc := range tests {

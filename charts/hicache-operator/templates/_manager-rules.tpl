@@ -72,6 +72,13 @@ rules:
   - patch
   - watch
 - apiGroups:
+  - discovery.k8s.io
+  resources:
+  - endpointslices
+  verbs:
+  - list
+  - watch
+- apiGroups:
   - events.k8s.io
   resources:
   - events
@@ -102,6 +109,13 @@ rules:
   verbs:
   - create
   - get
+  - list
+  - watch
+- apiGroups:
+  - hicache.io
+  resources:
+  - clustercachestoregrants
+  verbs:
   - list
   - watch
 - apiGroups:
