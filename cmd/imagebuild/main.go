@@ -582,6 +582,9 @@ func (b *builder) sglangCPURecipe(img images.Image) (recipe, error) {
 		if err := cmd.Run(); err != nil {
 			return imagebuild.Spec{}, fmt.Errorf("copying the venv's site-packages: %w", err)
 		}
+		if err := buildPageHash(img, b.root, stage, dst); err != nil {
+			return imagebuild.Spec{}, err
+		}
 		script := filepath.Join(rootfs, modelScript)
 		//nolint:gosec // G301: as above
 		if err := os.MkdirAll(filepath.Dir(script), 0o755); err != nil {
@@ -599,6 +602,44 @@ func (b *builder) sglangCPURecipe(img images.Image) (recipe, error) {
 		return imagebuild.Spec{Ref: img.Ref, RootFS: rootfs, Config: cfg, Base: base, FastCompression: true}, nil
 	}}, nil
 }
+
+// pageHashProbe builds SGLang's page-hash extension with SGLang's own loader (its source, flags
+// and -lcrypto) into TORCH_EXTENSIONS_DIR and prints the built module's path.
+const pageHashProbe = `from sglang.srt.mem_cache.cpp_utils.native_hash import _load_native_hash_module as load; print(load().__file__)`
+
+// buildPageHash compiles the C++ page hash SGLang JIT-builds on first use (the image has no
+// compiler) with the server venv on this machine, and installs it into site as the module the
+// CPU plugin binds SGLang's loader to (hack/sglang/cpu/hicache_sglang_cpu/plugin.py).
+func buildPageHash(img images.Image, root, stage, site string) error {
+	for _, tool := range []string{"g++", "ninja"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("building SGLang's page hash for the image needs %s (apt-get install g++ ninja-build libssl-dev)", tool)
+		}
+	}
+	logf("%s: compiling SGLang's page hash extension (the image has no compiler)", img.Ref)
+	dir := filepath.Join(stage, "torch-extensions")
+	cmd := exec.Command(filepath.Join(root, "bin/sglang-server-venv/bin/python"), "-c", pageHashProbe)
+	cmd.Env = append(os.Environ(), "TORCH_EXTENSIONS_DIR="+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("compiling SGLang's page hash (needs g++, ninja-build and libssl-dev): %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	built := lines[len(lines)-1]
+	if !strings.HasPrefix(built, dir+"/") || filepath.Base(built) != pageHashModule+".so" {
+		return fmt.Errorf("SGLang's page hash loaded from %q, not from a build in %s", built, dir)
+	}
+	data, err := os.ReadFile(built)
+	if err != nil {
+		return err
+	}
+	//nolint:gosec // G306: a library the image's user loads
+	return os.WriteFile(filepath.Join(site, pageHashModule+".so"), data, 0o755)
+}
+
+// pageHashModule is the module name SGLang gives the extension (the plugin's PREBUILT_HASH_MODULE).
+const pageHashModule = "hicache_hash_cpp"
 
 // sglangCPUConfig runs as root, as the upstream SGLang image does, with the CPU engine on.
 func sglangCPUConfig() v1.Config {
