@@ -22,9 +22,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"time"
-
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
