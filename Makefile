@@ -52,6 +52,17 @@ unit: ## Unit tests: pure logic, no cluster
 test: ## Every test: unit, integration (real kube-apiserver, etcd, scheduler, kwok, Mooncake master), e2e, then the fuzz targets; not test-faults
 	hack/test.sh
 
+.PHONY: image-sglang-cpu
+image-sglang-cpu: ## Build the SGLang CPU serving image into bin/images/sglang-cpu/ (the pinned server venv, the CPU stand-ins, the Mooncake client; several GB; cached on content)
+	go run ./cmd/imagebuild $(if $(FORCE),-force) mooncake sglang-cpu
+
+.PHONY: test-engine
+test-engine: ## The real SGLang server on CPU in the rank pod on the real node: the stale L3 read with the operator off, and its prevention with it on (about 20 min cold)
+	hack/node-packages.sh
+	go run ./cmd/imagebuild
+	go run ./cmd/imagebuild sglang-cpu
+	go test -count=1 -timeout 60m -v $(GO_TEST_FLAGS) ./test/engine/
+
 .PHONY: bench-scale
 bench-scale: ## The scale benchmark: N = 50, 200, 1000 deployments, the manager binary against the raw baseline (BENCH_N=200 for one N); writes docs/benchmarks.md
 	go test -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 4h -v ./test/scale/

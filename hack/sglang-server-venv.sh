@@ -25,7 +25,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 log "installing hack/sglang/requirements.txt"
 "${VENV}/bin/python" -m pip install -q --no-input --progress-bar off --no-deps --require-hashes --only-binary=:all: -r "${ROOT}/hack/sglang/requirements.txt"
 log "installing hack/sglang/server-requirements.txt"
-"${VENV}/bin/python" -m pip install -q --no-input --progress-bar off --no-deps --only-binary=:all: -r "${ROOT}/hack/sglang/server-requirements.txt"
+"${VENV}/bin/python" -m pip install -q --no-input --progress-bar off --no-deps --require-hashes --only-binary=:all: -r "${ROOT}/hack/sglang/server-requirements.txt"
 log "installing hack/sglang/cpu"
 tmp=$(mktemp -d); cp -r "${ROOT}/hack/sglang/cpu/." "${tmp}/"
 "${VENV}/bin/python" -m pip install -q --no-input --no-deps --no-build-isolation --no-index "${tmp}"

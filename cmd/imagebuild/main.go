@@ -71,7 +71,7 @@ func main() {
 	}
 	start := time.Now()
 	for _, img := range images.All {
-		if len(want) > 0 && !slices.Contains(want, img.Name) {
+		if len(want) > 0 && !slices.Contains(want, img.Name) || len(want) == 0 && img.OnDemand {
 			continue
 		}
 		if err := b.image(img); err != nil {
@@ -231,6 +231,8 @@ func (b *builder) recipe(img images.Image) (recipe, error) {
 		return b.mooncakeRecipe(img)
 	case "router":
 		return b.routerRecipe(img)
+	case "sglang-cpu":
+		return b.sglangCPURecipe(img)
 	}
 	return recipe{}, fmt.Errorf("no recipe for image %s", img.Name)
 }
@@ -495,6 +497,171 @@ func (b *builder) routerRecipe(img images.Image) (recipe, error) {
 		}
 		return imagebuild.Spec{Ref: img.Ref, RootFS: filepath.Join(stage, "rootfs"), Config: cfg, Base: base}, nil
 	}}, nil
+}
+
+// The inputs of the SGLang CPU server's venv (hack/sglang-server-venv.sh reads the same ones).
+var sglangCPUSources = []string{
+	"hack/sglang-server-venv.sh",
+	"hack/sglang/requirements.txt",
+	"hack/sglang/server-requirements.txt",
+	"hack/sglang/make_tiny_model.py",
+}
+
+// sglangCPUSkip are the venv's own tools: the image's python3 has Debian's.
+var sglangCPUSkip = []string{"pip", "setuptools", "pkg_resources", "_distutils_hack", "distutils-precedence.pth"}
+
+// modelScript is where the SGLang CPU image holds hack/sglang/make_tiny_model.py, which writes a
+// tiny random-weight checkpoint (no download).
+const modelScript = "usr/local/share/hicache/make_tiny_model.py"
+
+// sglangCPURecipe is the pinned SGLang server for CPU: the site-packages of
+// bin/sglang-server-venv (hack/sglang-server-venv.sh: the pinned wheels installed --no-deps and
+// hack/sglang/cpu) copied into the site-packages of the Mooncake image's python3, as one layer over
+// that image. Its key covers the pins, the installer, the CPU stand-ins, the Mooncake image's key
+// and the config.
+func (b *builder) sglangCPURecipe(img images.Image) (recipe, error) {
+	base := filepath.Join(b.out, "mooncake.tar")
+	baseKey, err := os.ReadFile(base + ".key")
+	if err != nil {
+		return recipe{}, fmt.Errorf("the SGLang CPU image is built over the Mooncake image, which is not built yet (%s): run make images", filepath.Join(images.Dir, "mooncake.tar"))
+	}
+	files := []string{}
+	for _, f := range sglangCPUSources {
+		files = append(files, filepath.Join(b.root, f))
+	}
+	cpu, err := filepath.Glob(filepath.Join(b.root, "hack/sglang/cpu/*/*.py"))
+	if err != nil {
+		return recipe{}, err
+	}
+	files = append(append(files, filepath.Join(b.root, "hack/sglang/cpu/pyproject.toml")), cpu...)
+	inputs, err := fileInputs(b.root, files)
+	if err != nil {
+		return recipe{}, err
+	}
+	cfg := sglangCPUConfig()
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return recipe{}, err
+	}
+	inputs = append(inputs,
+		imagebuild.Input{Name: "format", Data: []byte(buildFormat)},
+		imagebuild.Input{Name: "base", Data: baseKey},
+		imagebuild.Input{Name: "config", Data: cfgJSON},
+	)
+	return recipe{inputs: inputs, build: func(stage string) (imagebuild.Spec, error) {
+		logf("%s: hack/sglang-server-venv.sh (cached on its own inputs)", img.Ref)
+		cmd := exec.Command(filepath.Join(b.root, "hack/sglang-server-venv.sh"))
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return imagebuild.Spec{}, fmt.Errorf("hack/sglang-server-venv.sh: %w", err)
+		}
+		site, err := filepath.Glob(filepath.Join(b.root, "bin/sglang-server-venv/lib/python3.11/site-packages"))
+		if err != nil || len(site) != 1 {
+			return imagebuild.Spec{}, fmt.Errorf("bin/sglang-server-venv has no lib/python3.11/site-packages: the image's python3 is Debian %s's 3.11, so the venv must be made with a CPython 3.11 (PYTHON=python3.11 hack/sglang-server-venv.sh)", imagebuild.DebianSuite)
+		}
+		rootfs := filepath.Join(stage, "rootfs")
+		dst := filepath.Join(rootfs, "usr/local/lib/python3.11/dist-packages")
+		//nolint:gosec // G301: the image's directories are read by whoever runs it
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return imagebuild.Spec{}, err
+		}
+		entries, err := os.ReadDir(site[0])
+		if err != nil {
+			return imagebuild.Spec{}, err
+		}
+		args := []string{"-a", "--reflink=auto"}
+		for _, e := range entries {
+			if slices.ContainsFunc(sglangCPUSkip, func(s string) bool { return e.Name() == s || strings.HasPrefix(e.Name(), s+"-") }) {
+				continue
+			}
+			args = append(args, filepath.Join(site[0], e.Name()))
+		}
+		logf("%s: copying %d entries of bin/sglang-server-venv's site-packages", img.Ref, len(args)-2)
+		cmd = exec.Command("cp", append(args, dst+"/")...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return imagebuild.Spec{}, fmt.Errorf("copying the venv's site-packages: %w", err)
+		}
+		if err := buildPageHash(img, b.root, stage, dst); err != nil {
+			return imagebuild.Spec{}, err
+		}
+		script := filepath.Join(rootfs, modelScript)
+		//nolint:gosec // G301: as above
+		if err := os.MkdirAll(filepath.Dir(script), 0o755); err != nil {
+			return imagebuild.Spec{}, err
+		}
+		data, err := os.ReadFile(filepath.Join(b.root, "hack/sglang/make_tiny_model.py"))
+		if err != nil {
+			return imagebuild.Spec{}, err
+		}
+		//nolint:gosec // G306: a script the image's user reads
+		if err := os.WriteFile(script, data, 0o644); err != nil {
+			return imagebuild.Spec{}, err
+		}
+		logf("%s: writing the layer (%s) and the tarball", img.Ref, duSize(rootfs))
+		return imagebuild.Spec{Ref: img.Ref, RootFS: rootfs, Config: cfg, Base: base, FastCompression: true}, nil
+	}}, nil
+}
+
+// pageHashProbe builds SGLang's page-hash extension with SGLang's own loader (its source, flags
+// and -lcrypto) into TORCH_EXTENSIONS_DIR and prints the built module's path.
+const pageHashProbe = `from sglang.srt.mem_cache.cpp_utils.native_hash import _load_native_hash_module as load; print(load().__file__)`
+
+// buildPageHash compiles the C++ page hash SGLang JIT-builds on first use (the image has no
+// compiler) with the server venv on this machine, and installs it into site as the module the
+// CPU plugin binds SGLang's loader to (hack/sglang/cpu/hicache_sglang_cpu/plugin.py).
+func buildPageHash(img images.Image, root, stage, site string) error {
+	for _, tool := range []string{"g++", "ninja"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("building SGLang's page hash for the image needs %s (apt-get install g++ ninja-build libssl-dev)", tool)
+		}
+	}
+	logf("%s: compiling SGLang's page hash extension (the image has no compiler)", img.Ref)
+	dir := filepath.Join(stage, "torch-extensions")
+	cmd := exec.Command(filepath.Join(root, "bin/sglang-server-venv/bin/python"), "-c", pageHashProbe)
+	cmd.Env = append(os.Environ(), "TORCH_EXTENSIONS_DIR="+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("compiling SGLang's page hash (needs g++, ninja-build and libssl-dev): %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	built := lines[len(lines)-1]
+	if !strings.HasPrefix(built, dir+"/") || filepath.Base(built) != pageHashModule+".so" {
+		return fmt.Errorf("SGLang's page hash loaded from %q, not from a build in %s", built, dir)
+	}
+	data, err := os.ReadFile(built)
+	if err != nil {
+		return err
+	}
+	//nolint:gosec // G306: a library the image's user loads
+	return os.WriteFile(filepath.Join(site, pageHashModule+".so"), data, 0o755)
+}
+
+// pageHashModule is the module name SGLang gives the extension (the plugin's PREBUILT_HASH_MODULE).
+const pageHashModule = "hicache_hash_cpp"
+
+// sglangCPUConfig runs as root, as the upstream SGLang image does, with the CPU engine on.
+func sglangCPUConfig() v1.Config {
+	return v1.Config{
+		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "HOME=/root",
+			// SGLang selects its CPU engine by this variable only; --device cpu alone does not.
+			"SGLANG_USE_CPU_ENGINE=1"},
+		Entrypoint: []string{"python3", "-m", "sglang.launch_server"},
+		Cmd:        []string{"--help"},
+		Labels: map[string]string{
+			"io.hicache.sglang-version":     images.SGLangVersion,
+			imagebuild.LabelMooncakeVersion: images.MooncakeVersion,
+		},
+	}
+}
+
+func duSize(dir string) string {
+	out, err := exec.Command("du", "-sh", dir).Output()
+	if err != nil {
+		return "size unknown"
+	}
+	return strings.Fields(string(out))[0]
 }
 
 // pinnedWheel finds r's wheel for CPython 3.11 on x86_64 Linux in dir, downloading it with pip

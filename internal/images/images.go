@@ -42,6 +42,15 @@ const (
 	// GPUs, checks it against the pinned release's arguments and enforces its API keys.
 	SGLangStandin = "localhost/sglang-standin:local"
 
+	// SGLangCPU is the pinned SGLang release's real HTTP server for CPU nodes: the Mooncake
+	// image's Debian and python3 with the pins of hack/sglang/requirements.txt and
+	// hack/sglang/server-requirements.txt, hack/sglang/cpu (the pure-torch sgl_kernel stand-ins
+	// and the HiCache CPU plugin) and SGLANG_USE_CPU_ENGINE=1 (docs/compatibility.md, "The SGLang
+	// server on CPU"). It serves the rendered command line with --device cpu --attention-backend
+	// torch_native; test/engine runs it. Built only when named (`make image-sglang-cpu`): it is
+	// several GB.
+	SGLangCPU = "localhost/sglang-cpu:" + SGLangVersion
+
 	// Pause is the sandbox image of the local node's pods (containerd's sandbox_image).
 	Pause = "localhost/pause:local"
 
@@ -70,6 +79,9 @@ type Image struct {
 	Ref string
 	// File is the tarball's name in bin/images.
 	File string
+	// OnDemand images are built only when named on imagebuild's command line, not by a bare
+	// `make images`.
+	OnDemand bool
 }
 
 // All is every image `make images` builds, in build order (cheapest first).
@@ -82,6 +94,8 @@ var All = []Image{
 	// In a directory of its own: a real node imports the tarballs of bin/images itself, and only
 	// the tests that run a router need this one.
 	{Name: "router", Ref: Router, File: "router/smg.tar"},
+	// In a directory of its own too, and only on demand: several GB that only test/engine runs.
+	{Name: "sglang-cpu", Ref: SGLangCPU, File: "sglang-cpu/sglang-cpu.tar", OnDemand: true},
 }
 
 // Dir is where `make images` writes the tarballs, relative to the repository root.

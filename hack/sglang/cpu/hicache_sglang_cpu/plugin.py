@@ -17,15 +17,27 @@ CPU:
    transfer_kv_all_layer_direct_lf_pf only on CUDA, ROCm and XPU. Here they are bound to the
    torch versions of sgl_kernel.kvcacheio (this distribution's stand-in).
 
+3. (Only where a prebuilt page hash is installed, as in the SGLang CPU image.) SGLang hashes every
+   L3 page with a C++ extension it JIT-compiles on first use
+   (mem_cache.cpp_utils.native_hash, torch.utils.cpp_extension.load: g++, ninja and the OpenSSL
+   headers); an image without a compiler fails every L3 lookup ("Failed to load HiCache native
+   hash extension") and serves without L3 reads. The image build compiles the same source with
+   SGLang's own loader and flags and installs the result as the module hicache_hash_cpp; here
+   SGLang's loader is bound to that module.
+
 The kernel I/O backend stays unsupported on CPU (its ops take raw device-pointer tables): a
 server started with --hicache-io-backend kernel on CPU still fails at its first transfer, so
 run it with --hicache-io-backend direct (with Mooncake, --hicache-mem-layout page_first_direct).
 """
 
+import importlib.util
 import logging
 import os
 
 logger = logging.getLogger(__name__)
+
+# The module name SGLang's JIT build gives the page-hash extension (native_hash.py's name=).
+PREBUILT_HASH_MODULE = "hicache_hash_cpp"
 
 _HOST_POOL_MODULES = (
     "sglang.srt.mem_cache.pool_host.mha",
@@ -67,3 +79,14 @@ def register() -> None:
             if not hasattr(module, op):
                 setattr(module, op, getattr(kvcacheio, op))
     logger.info("hicache-sglang-cpu: host pools allocate unregistered memory; direct I/O transfers bound for %s", ", ".join(_HOST_POOL_MODULES))
+
+    if importlib.util.find_spec(PREBUILT_HASH_MODULE) is not None:
+        from sglang.srt.mem_cache.cpp_utils import native_hash
+
+        def _prebuilt():
+            import torch  # noqa: F401  (the extension links torch's libraries, loaded by this import)
+
+            return importlib.import_module(PREBUILT_HASH_MODULE)
+
+        native_hash._load_native_hash_module = _prebuilt
+        logger.info("hicache-sglang-cpu: the L3 page hash is the prebuilt %s", PREBUILT_HASH_MODULE)
