@@ -139,7 +139,8 @@ type HiCacheDeploymentSpec struct {
 
 // ModelSpec names the model a deployment serves and where its weights come from.
 // +kubebuilder:validation:XValidation:rule="has(self.path) != has(self.source)",message="spec.model: set exactly one of path (weights inside the image, or a hub id SGLang downloads itself) or source (a claim, a host path or a hub download the operator mounts; --model-path follows from it)"
-// +kubebuilder:validation:XValidation:rule="!has(self.source) || !has(self.source.hub) || has(self.revision)",message="spec.model.revision is required with a hub source: without it each pod downloads whatever the repository's main branch holds when it starts, and ranks could load different weights under one L3 namespace"
+// +kubebuilder:validation:XValidation:rule="!has(self.source) || !has(self.source.hub) || (has(self.revision) && self.revision.matches('^[0-9a-f]{40}$'))",message="spec.model.revision must be a commit (40 lowercase hex characters) with a hub source: a branch or a tag such as main moves to other weights while the spec stays the same, so ranks started later would write other bytes under the same L3 keys; write the commit the revision points at"
+// +kubebuilder:validation:XValidation:rule="!has(self.path) || self.path.startsWith('/') || (has(self.revision) && self.revision.matches('^[0-9a-f]{40}$'))",message="spec.model.revision must be a commit (40 lowercase hex characters) when spec.model.path is a hub id (not an absolute path), which SGLang downloads when each rank starts: a branch or a tag such as main moves to other weights while the spec stays the same, so ranks started later would write other bytes under the same L3 keys; write the commit the revision points at, or serve a local path (an absolute one, or spec.model.source)"
 // +kubebuilder:validation:XValidation:rule="!has(self.source) || has(self.source.hub) || has(self.servedName)",message="spec.model.servedName is required with a pvc or hostPath source: it names the model in the API and in every L3 key (the mount path would)"
 type ModelSpec struct {
 	// path is the model path or hub id passed to --model-path as it is: for images that bake the
@@ -171,10 +172,12 @@ type ModelSpec struct {
 	// +optional
 	ServedName string `json:"servedName,omitempty"`
 
-	// revision is the model's revision (a commit or tag). A change of revision changes the bytes
-	// behind every L3 key. With spec.model.path it is passed to --revision; with a hub source it
-	// is the revision downloaded; with a claim or a host path it records which revision they
-	// hold (SGLang loads a local directory as it is).
+	// revision is the model's revision. A change of revision changes the bytes behind every L3
+	// key. With spec.model.path it is passed to --revision; with a hub source it is the revision
+	// downloaded; with a claim or a host path it records which revision they hold (SGLang loads a
+	// local directory as it is). A hub model (spec.model.source.hub, or a spec.model.path that is
+	// not absolute, which SGLang downloads) must name a commit, 40 lowercase hex characters: a
+	// branch or a tag moves to other weights while the spec stays the same.
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:XValidation:rule="!self.matches('(^|[^$])([$][$])*[$][(]')",message="spec.model.revision holds a $(NAME) reference, which the kubelet would replace with a variable's value in each pod while the operator chooses the L3 namespace from the text as written: write the value itself ($$( for a literal)"
 	// +optional

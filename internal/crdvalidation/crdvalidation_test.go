@@ -64,7 +64,7 @@ func TestDefaultsAreFilledIn(t *testing.T) {
 kind: HiCacheDeployment
 metadata: {name: defaults}
 spec:
-  model: {path: Qwen/Qwen3-8B}
+  model: {path: Qwen/Qwen3-8B, revision: 0123456789abcdef0123456789abcdef01234567}
   profile: Qwen3
   storage: {backendRef: {name: mooncake}}
 status: {replicas: 3}
@@ -73,7 +73,7 @@ status: {replicas: 3}
 		t.Fatal(Message(errs))
 	}
 	want := map[string]any{
-		"model":    map[string]any{"path": "Qwen/Qwen3-8B"},
+		"model":    map[string]any{"path": "Qwen/Qwen3-8B", "revision": "0123456789abcdef0123456789abcdef01234567"},
 		"profile":  "Qwen3",
 		"replicas": int64(1),
 		"topology": map[string]any{"tensorParallel": int64(1), "pipelineParallel": int64(1), "dataParallel": int64(1), "gpusPerNode": int64(8)},
@@ -127,5 +127,39 @@ func TestUnknownKind(t *testing.T) {
 	_, _, err = v.Admit(context.Background(), map[string]any{"apiVersion": "v1", "kind": "Pod"}, "")
 	if err == nil || !strings.Contains(err.Error(), "no CustomResourceDefinition serves /v1, Kind=Pod") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestHubModelsNameACommit admits the model rules offline as the API server does: a hub model
+// (a hub source, or a spec.model.path that is not absolute) names a 40-character commit.
+func TestHubModelsNameACommit(t *testing.T) {
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	doc := func(model string) string {
+		return "apiVersion: hicache.io/v1alpha1\nkind: HiCacheDeployment\nmetadata: {name: m}\nspec:\n  profile: Qwen3\n  model: " + model + "\n"
+	}
+	cases := map[string]struct{ model, want string }{
+		"a hub id at a commit":         {model: "{path: Qwen/Qwen3-8B, revision: " + commit + "}"},
+		"an absolute path":             {model: "{path: /opt/weights/qwen3}"},
+		"a hub source at a commit":     {model: "{revision: " + commit + ", source: {hub: {repo: Qwen/Qwen3-8B}}}"},
+		"a claim with a free revision": {model: "{revision: r1, servedName: q, source: {pvc: {claimName: w}}}"},
+		"a hub id at main": {model: "{path: Qwen/Qwen3-8B, revision: main}",
+			want: "spec.model.revision must be a commit (40 lowercase hex characters) when spec.model.path is a hub id (not an absolute path)"},
+		"a hub id without a revision": {model: "{path: Qwen/Qwen3-8B}",
+			want: "spec.model.revision must be a commit (40 lowercase hex characters) when spec.model.path is a hub id"},
+		"a hub id at an upper-case commit": {model: "{path: Qwen/Qwen3-8B, revision: " + strings.ToUpper(commit) + "}",
+			want: "spec.model.revision must be a commit"},
+		"a relative path": {model: "{path: models/qwen3, revision: v2}",
+			want: "or serve a local path (an absolute one, or spec.model.source)"},
+		"a hub source at a tag": {model: "{revision: v1.0, source: {hub: {repo: Qwen/Qwen3-8B}}}",
+			want: "spec.model.revision must be a commit (40 lowercase hex characters) with a hub source"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, errs := admit(t, doc(tc.model))
+			got := Message(errs)
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -3,9 +3,11 @@ package resolve
 import (
 	"fmt"
 	"path"
+	"regexp"
 	"strings"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
 )
 
 // ModelPlacement is where SGLang finds the weights of a deployment, and what identifies them.
@@ -24,8 +26,28 @@ type ModelPlacement struct {
 	Source *hicachev1alpha1.ModelSource
 }
 
-// Model decides where the weights of a spec are.
+// Model decides where the weights of a spec are, and refuses a hub model that names no commit.
 func Model(spec *hicachev1alpha1.HiCacheDeploymentSpec) (ModelPlacement, error) {
+	p, err := placeModel(spec)
+	if err != nil {
+		return p, err
+	}
+	m := spec.Model
+	switch {
+	case m.Source == nil && IsHubID(m.Path):
+		err = checkCommit("spec.model.revision", m.Revision, fmt.Sprintf("spec.model.path %q is a hub id (not an absolute path), which SGLang downloads when each rank starts", m.Path),
+			"or serve a local path: an absolute one (weights in the image) or spec.model.source")
+	case m.Source != nil && m.Source.Hub != nil:
+		err = checkCommit("spec.model.revision", m.Revision, fmt.Sprintf("spec.model.source.hub downloads %s when each rank pod starts", m.Source.Hub.Repo), "")
+	}
+	if err != nil {
+		return ModelPlacement{}, err
+	}
+	return p, nil
+}
+
+// placeModel is Model without the check of the revision.
+func placeModel(spec *hicachev1alpha1.HiCacheDeploymentSpec) (ModelPlacement, error) {
 	m := spec.Model
 	src := m.Source
 	if src == nil {
@@ -57,9 +79,6 @@ func Model(spec *hicachev1alpha1.HiCacheDeploymentSpec) (ModelPlacement, error) 
 		if sub != "" {
 			return ModelPlacement{}, &FieldError{Field: "spec.model.source.subPath", Message: "is the model's directory inside a claim or a host path; a hub download has its own directory: remove subPath"}
 		}
-		if strings.TrimSpace(m.Revision) == "" {
-			return ModelPlacement{}, &FieldError{Field: "spec.model.revision", Message: "is required with a hub source: without it each pod downloads whatever the repository's main branch holds when it starts, and ranks could load different weights under one L3 namespace"}
-		}
 		p.Path, p.Identity = HubDownloadDir(src.Hub.Repo), src.Hub.Repo
 	case src.PVC != nil:
 		p.Identity = "pvc:" + path.Join(src.PVC.ClaimName, sub)
@@ -70,6 +89,39 @@ func Model(spec *hicachev1alpha1.HiCacheDeploymentSpec) (ModelPlacement, error) 
 		return ModelPlacement{}, &FieldError{Field: "spec.model.servedName", Message: "is required with a pvc or hostPath source: it names the model in the API and in every L3 key (the mount path would)"}
 	}
 	return p, nil
+}
+
+// commitRevision is a hub commit: 40 lowercase hex characters. A branch or a tag names whatever
+// commit it points at when it is read.
+var commitRevision = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// IsCommit tells whether a revision is a hub commit.
+func IsCommit(rev string) bool { return commitRevision.MatchString(rev) }
+
+// IsHubID tells whether a model path SGLang is given is a hub id: SGLang loads a directory that
+// exists and downloads anything else from the hub. Only an absolute path is known not to be a hub
+// id (a relative one that happens to exist in the server's working directory is loaded from it,
+// which the operator cannot see), so every other path is taken for one.
+func IsHubID(p string) bool { return !strings.HasPrefix(p, "/") }
+
+// checkCommit refuses a revision that is not a commit for a model the hub serves: a branch or a
+// tag (main, v1.0) moves to other weights while the spec stays the same, and ranks started after
+// the move would write other bytes under the same L3 keys. what says which download it is for,
+// orElse the other way out ("" for none).
+func checkCommit(field, rev, what, orElse string) error {
+	if IsCommit(rev) {
+		return nil
+	}
+	got := "is required"
+	if rev != "" {
+		got = fmt.Sprintf("%q is a branch or a tag, not a commit", rev)
+	}
+	if orElse != "" {
+		orElse = ", " + orElse
+	}
+	return &FieldError{Field: field, Message: fmt.Sprintf(
+		"%s: %s, and a branch or a tag such as main moves to other weights while the spec stays the same, so ranks started later would write other bytes under the same L3 keys; write the commit (40 lowercase hex characters) the revision points at%s",
+		got, what, orElse)}
 }
 
 // cleanSubPath is a directory inside a volume, without leading or trailing slashes.
@@ -106,4 +158,39 @@ func (m ModelPlacement) Describe() string {
 		}
 		return fmt.Sprintf("hub %s downloaded at each pod's start into an emptyDir (%s); --model-path %s", src.Hub.Repo, token, m.Path)
 	}
+}
+
+// DraftRevisionFlag is SGLang's revision of the draft checkpoint, given in spec.template.extraArgs
+// (where it is a layout fact). Without it SGLang 0.5.23 downloads a hub draft at main.
+const DraftRevisionFlag = "--speculative-draft-model-revision"
+
+// checkDraftRevision refuses a hub draft checkpoint (spec.topology.draft.modelPath that is not an
+// absolute path) without a commit, and a draft revision that is not one.
+func checkDraftRevision(spec *hicachev1alpha1.HiCacheDeploymentSpec) error {
+	d := spec.Topology.Draft
+	if d == nil || d.ModelPath == "" {
+		return nil
+	}
+	extra, err := sglang.ClassifyExtraArgs(spec.Template.ExtraArgs)
+	if err != nil {
+		return nil // Settings reports it with the field to change
+	}
+	rev, set := extra.Layout[DraftRevisionFlag]
+	if !IsHubID(d.ModelPath) && !set {
+		return nil
+	}
+	what := fmt.Sprintf("spec.topology.draft.modelPath %q is a hub id (not an absolute path), which SGLang downloads when each rank starts (at main when no revision is given)", d.ModelPath)
+	if !IsHubID(d.ModelPath) {
+		what = fmt.Sprintf("it names the revision of the draft checkpoint %q", d.ModelPath)
+	}
+	err = checkCommit("spec.template.extraArgs "+DraftRevisionFlag, rev, what,
+		"as spec.template.extraArgs [\""+DraftRevisionFlag+"\", \"<commit>\"], or keep the draft beside the model in spec.model.source and name it by its absolute path")
+	if err != nil {
+		fe := err.(*FieldError)
+		if !set {
+			fe.Message = strings.Replace(fe.Message, "is required: ", "is missing: ", 1)
+		}
+		return fe
+	}
+	return nil
 }

@@ -199,7 +199,7 @@ func TestServerConfigTopologyAndDraft(t *testing.T) {
 				return makeHCD("k").Profile("KimiK2").TP(8).Draft("EAGLE3").Ratio("2.5").Served("kimi")
 			},
 			tp: 8, wantRatio: 2.5, wantServed: "kimi", wantNoDPFlagInArgs: true,
-			wantSpeculative: &sglang.Speculative{Algorithm: "EAGLE3", DraftModelPath: "org/eagle3-draft", NumSteps: 3, EagleTopK: 1, NumDraftTokens: 4},
+			wantSpeculative: &sglang.Speculative{Algorithm: "EAGLE3", DraftModelPath: "/drafts/eagle3-draft", NumSteps: 3, EagleTopK: 1, NumDraftTokens: 4},
 		},
 	}
 	for name, tc := range cases {

@@ -79,7 +79,7 @@ const refusedHCD = `apiVersion: hicache.io/v1alpha1
 kind: HiCacheDeployment
 metadata: {name: x}
 spec:
-  model: {path: deepseek-ai/DeepSeek-V4}
+  model: {path: deepseek-ai/DeepSeek-V4, revision: 0123456789abcdef0123456789abcdef01234567}
   profile: DeepSeekV4
   topology: {tensorParallel: 16, gpusPerNode: 8}
   storage: {backendRef: {name: mooncake}}
@@ -124,12 +124,15 @@ func AcceptedObjects() []RefusedObject {
 		hcd("nvfp4 kv cache", `hicache: {kvCacheDType: nvfp4}`),
 		hcd("fp4_mx_block16 kv cache", `hicache: {kvCacheDType: fp4_mx_block16}`),
 		hcd("bf16 draft kv cache", `profile: DeepSeekV3
-topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE3, modelPath: m, kvCacheDType: bf16}}`),
+topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE3, modelPath: /drafts/m, kvCacheDType: bf16}}`),
+		hcd("a hub draft at a commit", `profile: DeepSeekV3
+topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE3, modelPath: org/draft, revision: 0123456789abcdef0123456789abcdef01234567}}`),
 		hcd("buffer_only with write_through", `hicache: {hostMemoryMode: buffer_only, writePolicy: write_through}`),
 		hcd("weights from a claim's directory", `model: {servedName: deepseek-v4, revision: r1, weightsSize: 700Gi, source: {pvc: {claimName: dsv4-weights}, subPath: deepseek-ai/DeepSeek-V4}}`),
 		hcd("weights from a node's directory", `model: {servedName: deepseek-v4, source: {hostPath: {path: /mnt/models/DeepSeek-V4}}}`),
-		hcd("weights from the hub with a token", `model: {revision: 5b0c7e2, source: {hub: {repo: deepseek-ai/DeepSeek-V4, tokenSecretRef: {name: hf-token, key: token}, cacheSizeLimit: 900Gi}}}`),
+		hcd("weights from the hub with a token", `model: {revision: 0123456789abcdef0123456789abcdef01234567, source: {hub: {repo: deepseek-ai/DeepSeek-V4, tokenSecretRef: {name: hf-token, key: token}, cacheSizeLimit: 900Gi}}}`),
 		hcd("a startup budget", `probes: {startupSeconds: 3600}`),
+		hcd("weights inside the image at an absolute path, without a revision", `model: {path: /opt/weights/DeepSeek-V4, servedName: deepseek-v4}`),
 		hcd("prefill and decode roles", "roles: {prefill: {topology: {tensorParallel: 8}, replicas: 2}, decode: {topology: {tensorParallel: 16}}}"),
 		hcd("decode HiCache with MTP", "topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE, numSteps: 3, eagleTopK: 1, numDraftTokens: 4}}\nroles: {prefill: {}, decode: {l3: HiCache}}"),
 		hcd("prefill buffer_only with decode without L3", "hicache: {hostMemoryMode: buffer_only}\nroles: {prefill: {}, decode: {l3: None}}"),
@@ -255,22 +258,30 @@ topology: {tensorParallel: 16, gpusPerNode: 8, draft: {algorithm: EAGLE3, modelP
 			"spec.roles.prefill.topology.tensorParallel in body should be greater than or equal to 1"),
 		hcd("the role flag in extra args", `template: {extraArgs: ["--disaggregation-mode", "decode"]}`,
 			"spec.template.extraArgs sets --disaggregation-mode: set spec.roles instead"),
-		hcd("model path blank", `model: {path: "  "}`, "spec.model.path is blank"),
-		hcd("quantization SGLang does not know", `model: {path: m, quantization: int3}`, `spec.model.quantization: Unsupported value: "int3"`),
-		hcd("model path empty", `model: {path: ""}`, "spec.model.path in body should be at least 1 chars long"),
-		hcd("model path and source together", `model: {path: m, servedName: m, source: {pvc: {claimName: w}}}`, "spec.model: set exactly one of path"),
+		hcd("model path blank", `model: {path: "  ", revision: 0123456789abcdef0123456789abcdef01234567}`, "spec.model.path is blank"),
+		hcd("quantization SGLang does not know", `model: {path: m, revision: 0123456789abcdef0123456789abcdef01234567, quantization: int3}`, `spec.model.quantization: Unsupported value: "int3"`),
+		hcd("model path empty", `model: {path: "", revision: 0123456789abcdef0123456789abcdef01234567}`, "spec.model.path in body should be at least 1 chars long"),
+		hcd("model path and source together", `model: {path: m, revision: 0123456789abcdef0123456789abcdef01234567, servedName: m, source: {pvc: {claimName: w}}}`, "spec.model: set exactly one of path"),
 		hcd("model with neither path nor source", `model: {servedName: m}`, "spec.model: set exactly one of path"),
 		hcd("model source of two kinds", `model: {servedName: m, source: {pvc: {claimName: w}, hostPath: {path: /mnt/m}}}`, "spec.model.source: set exactly one of pvc"),
 		hcd("model source of no kind", `model: {servedName: m, source: {subPath: m}}`, "spec.model.source: set exactly one of pvc"),
-		hcd("hub source without a revision", `model: {source: {hub: {repo: org/m}}}`, "spec.model.revision is required with a hub source"),
+		hcd("hub source without a revision", `model: {source: {hub: {repo: org/m}}}`, "spec.model.revision must be a commit (40 lowercase hex characters) with a hub source"),
+		hcd("hub source at a branch", `model: {revision: main, source: {hub: {repo: org/m}}}`,
+			"spec.model.revision must be a commit (40 lowercase hex characters) with a hub source: a branch or a tag such as main moves to other weights"),
+		hcd("hub id path without a revision", `model: {path: org/m}`,
+			"spec.model.revision must be a commit (40 lowercase hex characters) when spec.model.path is a hub id (not an absolute path)"),
+		hcd("hub id path at a tag", `model: {path: org/m, revision: v1.0}`,
+			"spec.model.revision must be a commit (40 lowercase hex characters) when spec.model.path is a hub id"),
+		hcd("hub id path at an abbreviated commit", `model: {path: org/m, revision: 5b0c7e2}`,
+			"write the commit the revision points at, or serve a local path (an absolute one, or spec.model.source)"),
 		hcd("claim source without a served name", `model: {source: {pvc: {claimName: w}}}`, "spec.model.servedName is required with a pvc or hostPath source"),
 		hcd("model directory above the claim", `model: {servedName: m, source: {pvc: {claimName: w}, subPath: "a/../../b"}}`, "spec.model.source.subPath may not contain '..'"),
-		hcd("model directory of a hub download", `model: {revision: r, source: {hub: {repo: org/m}, subPath: m}}`, "spec.model.source.subPath is the model's directory inside a claim or a host path"),
+		hcd("model directory of a hub download", `model: {revision: 0123456789abcdef0123456789abcdef01234567, source: {hub: {repo: org/m}, subPath: m}}`, "spec.model.source.subPath is the model's directory inside a claim or a host path"),
 		hcd("host path that is not absolute", `model: {servedName: m, source: {hostPath: {path: mnt/models}}}`, "spec.model.source.hostPath.path in body should match"),
-		hcd("hub repository that is not an id", `model: {revision: r, source: {hub: {repo: "https://huggingface.co/org/m"}}}`, "spec.model.source.hub.repo in body should match"),
-		hcd("hub token without a key", `model: {revision: r, source: {hub: {repo: org/m, tokenSecretRef: {name: hf}}}}`, "spec.model.source.hub.tokenSecretRef.key: Required value"),
+		hcd("hub repository that is not an id", `model: {revision: 0123456789abcdef0123456789abcdef01234567, source: {hub: {repo: "https://huggingface.co/org/m"}}}`, "spec.model.source.hub.repo in body should match"),
+		hcd("hub token without a key", `model: {revision: 0123456789abcdef0123456789abcdef01234567, source: {hub: {repo: org/m, tokenSecretRef: {name: hf}}}}`, "spec.model.source.hub.tokenSecretRef.key: Required value"),
 		hcd("startup budget under a minute", `probes: {startupSeconds: 5}`, "spec.probes.startupSeconds in body should be greater than or equal to 60"),
-		hcd("model path too long", `model: {path: `+strings.Repeat("m", 600)+`}`, "spec.model.path: Too long: may not be more than 512"),
+		hcd("model path too long", `model: {revision: 0123456789abcdef0123456789abcdef01234567, path: `+strings.Repeat("m", 600)+`}`, "spec.model.path: Too long: may not be more than 512"),
 		hcd("too many extra args", `template: {extraArgs: [`+strings.Repeat(`"--x",`, 70)+`"--y"]}`, "spec.template.extraArgs: Too many: 71: must have at most 64 items"),
 		hcd("a refused flag in extra args", `template: {extraArgs: ["--log-level", "debug", "--kv-cache-dtype", "fp8_e4m3"]}`,
 			"spec.template.extraArgs sets --kv-cache-dtype: set spec.hicache.kvCacheDType instead"),
