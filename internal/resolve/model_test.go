@@ -48,7 +48,7 @@ func TestModelPlacement(t *testing.T) {
 			wantPath: "/models/Qwen/Qwen3-32B", wantID: "Qwen/Qwen3-32B", wantServed: "Qwen/Qwen3-32B",
 		},
 		"a hub download without a revision": {
-			hcd: makeHCD("q").FromHub("Qwen/Qwen3-32B", "", "", "").Obj(),
+			hcd:     makeHCD("q").FromHub("Qwen/Qwen3-32B", "", "", "").Obj(),
 			wantErr: "spec.model.revision: is required: spec.model.source.hub downloads Qwen/Qwen3-32B when each rank pod starts, and a branch or a tag such as main moves to other weights",
 		},
 		"a hub download at a branch": {
