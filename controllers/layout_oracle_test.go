@@ -148,6 +148,7 @@ var renderedFlagRules = map[string]oracleFlagRule{
 	"--pp-size":                          {class: classLayout, why: "each stage writes its own layer slice (DOMAIN §6)"},
 	"--speculative-algorithm":            {class: classLayout, why: "the draft layers and pools (DOMAIN §5)"},
 	"--speculative-draft-model-path":     {class: classLayout, why: "the draft checkpoint (DOMAIN §6)"},
+	"--speculative-draft-model-revision": {class: classLayout, why: "the draft checkpoint's revision (DOMAIN §6)"},
 	"--speculative-draft-kv-cache-dtype": {class: classLayout, why: "the draft KV dtype (DOMAIN §6)"},
 	"--speculative-num-steps": {class: classLayout,
 		why: "sizes the fused draft region of the host pool for multi-layer EAGLE (kv_cache_configurator.py: num_runners = speculative_num_steps); not known neutral"},

@@ -86,6 +86,7 @@ const (
 	FactDraftPlacement    = "draft.placement"
 	FactDraftPackedLayers = "draft.packed_layers"
 	FactDraftModel        = "draft.model"
+	FactDraftRevision     = "draft.revision"
 	FactDraftHostPool     = "draft.host_pool"
 	FactDraftKVCacheDType = "draft.kv_cache_dtype"
 	// FactExtraArgPrefix starts the name of a layout fact set by a server
@@ -119,7 +120,7 @@ type LayoutFacts map[string]string
 //     arguments such as --dtype or --json-model-override-args), by flag;
 //   - every layout-relevant environment variable of the serving container, by name;
 //   - the draft: algorithm (NEXTN counted as EAGLE, its alias), placement,
-//     packed layer count, draft model, draft host pool kind, draft KV dtype —
+//     packed layer count, draft model and its revision, draft host pool kind, draft KV dtype —
 //     only for drafts that keep KV in the host tier (not NGRAM).
 //
 // Page size, served model name, replicas, resources and cache policies are
@@ -183,6 +184,9 @@ func Facts(t Topology, s Settings) LayoutFacts {
 		}
 		if strings.TrimSpace(d.ModelPath) != "" {
 			f[FactDraftModel] = strings.TrimRight(strings.TrimSpace(d.ModelPath), "/")
+		}
+		if r := strings.TrimSpace(d.Revision); r != "" {
+			f[FactDraftRevision] = r
 		}
 	}
 	return f

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/internal/sglang"
 )
 
 // ModelPlacement is where SGLang finds the weights of a deployment, and what identifies them.
@@ -105,9 +104,10 @@ func IsCommit(rev string) bool { return commitRevision.MatchString(rev) }
 func IsHubID(p string) bool { return !strings.HasPrefix(p, "/") }
 
 // checkCommit refuses a revision that is not a commit for a model the hub serves: a branch or a
-// tag (main, v1.0) moves to other weights while the spec stays the same, and ranks started after
-// the move would write other bytes under the same L3 keys. what says which download it is for,
-// orElse the other way out ("" for none).
+// tag (main, v1.0) can move to other weights while the spec stays the same, so ranks started
+// before and after the move would write two layouts under one L3 namespace (the namespace is
+// chosen from the spec, the bytes from what was downloaded). what says which download it is
+// for, orElse the other way out ("" for none).
 func checkCommit(field, rev, what, orElse string) error {
 	if IsCommit(rev) {
 		return nil
@@ -120,7 +120,7 @@ func checkCommit(field, rev, what, orElse string) error {
 		orElse = ", " + orElse
 	}
 	return &FieldError{Field: field, Message: fmt.Sprintf(
-		"%s: %s, and a branch or a tag such as main moves to other weights while the spec stays the same, so ranks started later would write other bytes under the same L3 keys; write the commit (40 lowercase hex characters) the revision points at%s",
+		"%s: %s, and a branch or a tag such as main can move to other weights while the spec stays the same, so ranks started before and after the move would write two layouts under one L3 namespace; pin the commit (40 lowercase hex characters) the branch or tag points at%s",
 		got, what, orElse)}
 }
 
@@ -160,37 +160,26 @@ func (m ModelPlacement) Describe() string {
 	}
 }
 
-// DraftRevisionFlag is SGLang's revision of the draft checkpoint, given in spec.template.extraArgs
-// (where it is a layout fact). Without it SGLang 0.5.23 downloads a hub draft at main.
-const DraftRevisionFlag = "--speculative-draft-model-revision"
-
 // checkDraftRevision refuses a hub draft checkpoint (spec.topology.draft.modelPath that is not an
-// absolute path) without a commit, and a draft revision that is not one.
+// absolute path) without a commit: SGLang 0.5.23 downloads it when each rank starts, at main
+// when no revision is given (arg_groups/speculative_hook.py), and a revision without a draft
+// path, which SGLang would not read as the spec says: without a draft path the draft is the
+// model's own checkpoint at spec.model.revision.
 func checkDraftRevision(spec *hicachev1alpha1.HiCacheDeploymentSpec) error {
 	d := spec.Topology.Draft
-	if d == nil || d.ModelPath == "" {
+	if d == nil {
 		return nil
 	}
-	extra, err := sglang.ClassifyExtraArgs(spec.Template.ExtraArgs)
-	if err != nil {
-		return nil // Settings reports it with the field to change
-	}
-	rev, set := extra.Layout[DraftRevisionFlag]
-	if !IsHubID(d.ModelPath) && !set {
-		return nil
-	}
-	what := fmt.Sprintf("spec.topology.draft.modelPath %q is a hub id (not an absolute path), which SGLang downloads when each rank starts (at main when no revision is given)", d.ModelPath)
-	if !IsHubID(d.ModelPath) {
-		what = fmt.Sprintf("it names the revision of the draft checkpoint %q", d.ModelPath)
-	}
-	err = checkCommit("spec.template.extraArgs "+DraftRevisionFlag, rev, what,
-		"as spec.template.extraArgs [\""+DraftRevisionFlag+"\", \"<commit>\"], or keep the draft beside the model in spec.model.source and name it by its absolute path")
-	if err != nil {
-		fe := err.(*FieldError)
-		if !set {
-			fe.Message = strings.Replace(fe.Message, "is required: ", "is missing: ", 1)
+	if d.ModelPath == "" {
+		if d.Revision != "" {
+			return &FieldError{Field: "spec.topology.draft.revision", Message: "is the revision of spec.topology.draft.modelPath, which is not set: without it SGLang reads the draft from the model's own checkpoint at spec.model.revision; remove revision or set modelPath"}
 		}
-		return fe
+		return nil
 	}
-	return nil
+	if !IsHubID(d.ModelPath) {
+		return nil
+	}
+	return checkCommit("spec.topology.draft.revision", d.Revision,
+		fmt.Sprintf("spec.topology.draft.modelPath %q is a hub id (not an absolute path), which SGLang downloads when each rank starts (at main without a revision)", d.ModelPath),
+		"or serve the draft from a local path (an absolute one)")
 }

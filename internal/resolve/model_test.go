@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/cache"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
 	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
@@ -49,7 +50,7 @@ func TestModelPlacement(t *testing.T) {
 		},
 		"a hub download without a revision": {
 			hcd:     makeHCD("q").FromHub("Qwen/Qwen3-32B", "", "", "").Obj(),
-			wantErr: "spec.model.revision: is required: spec.model.source.hub downloads Qwen/Qwen3-32B when each rank pod starts, and a branch or a tag such as main moves to other weights",
+			wantErr: "spec.model.revision: is required: spec.model.source.hub downloads Qwen/Qwen3-32B when each rank pod starts, and a branch or a tag such as main can move to other weights",
 		},
 		"a hub download at a branch": {
 			hcd:     makeHCD("q").FromHub("Qwen/Qwen3-32B", "main", "", "").Obj(),
@@ -57,7 +58,7 @@ func TestModelPlacement(t *testing.T) {
 		},
 		"a hub download at an abbreviated commit": {
 			hcd:     makeHCD("q").FromHub("Qwen/Qwen3-32B", "5b0c7e2", "", "").Obj(),
-			wantErr: `write the commit (40 lowercase hex characters) the revision points at`,
+			wantErr: `pin the commit (40 lowercase hex characters) the branch or tag points at`,
 		},
 		"a hub download at an upper-case commit": {
 			hcd:     makeHCD("q").FromHub("Qwen/Qwen3-32B", "ABCDEF0123456789ABCDEF0123456789ABCDEF01", "", "").Obj(),
@@ -268,35 +269,48 @@ func TestStartupBudget(t *testing.T) {
 	}
 }
 
-// A hub draft checkpoint is downloaded by SGLang at main unless its commit is named.
+// A hub draft checkpoint is downloaded by SGLang at main unless its commit is named in
+// spec.topology.draft.revision, which the resolver passes as --speculative-draft-model-revision.
 func TestDraftRevisionMustBeACommit(t *testing.T) {
 	const commit = "3333333333333333333333333333333333333333"
-	draft := func(path string, extra ...string) *hicachev1alpha1.HiCacheDeployment {
+	draft := func(path, rev string) *hicachev1alpha1.HiCacheDeployment {
 		h := makeHCD("q").TP(4).Draft("EAGLE3").Obj()
-		h.Spec.Topology.Draft.ModelPath = path
-		h.Spec.Template.ExtraArgs = extra
+		h.Spec.Topology.Draft.ModelPath, h.Spec.Topology.Draft.Revision = path, rev
 		return h
 	}
 	cases := map[string]struct {
 		hcd     *hicachev1alpha1.HiCacheDeployment
 		wantErr string // "" when accepted
 	}{
-		"a local draft":                  {hcd: draft("/models/eagle3")},
-		"a hub draft at a commit":        {hcd: draft("org/eagle3", "--speculative-draft-model-revision", commit)},
-		"a hub draft at a commit, =form": {hcd: draft("org/eagle3", "--speculative-draft-model-revision="+commit)},
-		"a hub draft without a revision": {hcd: draft("org/eagle3"),
-			wantErr: `spec.template.extraArgs --speculative-draft-model-revision: is missing: spec.topology.draft.modelPath "org/eagle3" is a hub id (not an absolute path), which SGLang downloads when each rank starts (at main when no revision is given)`},
-		"a hub draft at a branch": {hcd: draft("org/eagle3", "--speculative-draft-model-revision", "main"),
-			wantErr: `"main" is a branch or a tag, not a commit`},
-		"a local draft with a branch named": {hcd: draft("/models/eagle3", "--speculative-draft-model-revision", "dev"),
-			wantErr: `"dev" is a branch or a tag, not a commit: it names the revision of the draft checkpoint "/models/eagle3"`},
+		"a local draft":                      {hcd: draft("/models/eagle3", "")},
+		"a local draft with a free revision": {hcd: draft("/models/eagle3", "dev")},
+		"a hub draft at a commit":            {hcd: draft("org/eagle3", commit)},
+		"a hub draft without a revision": {hcd: draft("org/eagle3", ""),
+			wantErr: `spec.topology.draft.revision: is required: spec.topology.draft.modelPath "org/eagle3" is a hub id (not an absolute path), which SGLang downloads when each rank starts (at main without a revision), and a branch or a tag such as main can move to other weights while the spec stays the same, so ranks started before and after the move would write two layouts under one L3 namespace; pin the commit (40 lowercase hex characters) the branch or tag points at, or serve the draft from a local path (an absolute one)`},
+		"a hub draft at a branch": {hcd: draft("org/eagle3", "main"),
+			wantErr: `spec.topology.draft.revision: "main" is a branch or a tag, not a commit`},
+		"a hub draft at an abbreviated commit": {hcd: draft("org/eagle3", commit[:12]),
+			wantErr: `spec.topology.draft.revision: "333333333333" is a branch or a tag, not a commit`},
+		"a revision without a draft path": {hcd: func() *hicachev1alpha1.HiCacheDeployment {
+			h := makeHCD("q").Profile("DeepSeekV3").TP(8).Draft("NEXTN").Obj()
+			h.Spec.Topology.Draft.ModelPath, h.Spec.Topology.Draft.Revision = "", commit
+			return h
+		}(), wantErr: "spec.topology.draft.revision: is the revision of spec.topology.draft.modelPath, which is not set"},
+		"the revision in extraArgs": {hcd: func() *hicachev1alpha1.HiCacheDeployment {
+			h := draft("org/eagle3", commit)
+			h.Spec.Template.ExtraArgs = []string{"--speculative-draft-model-revision=" + commit}
+			return h
+		}(), wantErr: "spec.template.extraArgs sets --speculative-draft-model-revision, which is the draft checkpoint revision, a layout fact (a hub draft must name a commit); set spec.topology.draft.revision instead"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := resolve.Resolve(tc.hcd)
+			r, err := resolve.Resolve(tc.hcd)
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
+				}
+				if got, want := r.Facts[cache.FactDraftRevision], tc.hcd.Spec.Topology.Draft.Revision; got != want {
+					t.Errorf("layout fact %s = %q, want %q", cache.FactDraftRevision, got, want)
 				}
 				return
 			}

@@ -309,6 +309,7 @@ func explicitTopology(spec *hicachev1alpha1.HiCacheDeploymentSpec) cache.Topolog
 		out.Draft = cache.Draft{
 			Algorithm:    cache.DraftAlgorithm(d.Algorithm),
 			ModelPath:    d.ModelPath,
+			Revision:     d.Revision,
 			HostPoolKind: cache.HostPoolKind(d.HostPool),
 		}
 		if d.PackedLayers != nil {

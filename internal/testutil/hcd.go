@@ -86,8 +86,8 @@ func (b *HCDBuilder) KVDType(d string) *HCDBuilder {
 func (b *HCDBuilder) Draft(alg string) *HCDBuilder {
 	d := &hicachev1alpha1.DraftSpec{Algorithm: hicachev1alpha1.DraftAlgorithm(alg)}
 	if alg != "NGRAM" {
-		// A local checkpoint: a hub one would need its commit in the extra arguments.
-		d.ModelPath = "/drafts/" + strings.ToLower(alg) + "-draft"
+		// A hub checkpoint, which names its commit as the model does.
+		d.ModelPath, d.Revision = "org/"+strings.ToLower(alg)+"-draft", ModelCommit
 	}
 	b.h.Spec.Topology.Draft = d
 	return b
