@@ -88,8 +88,8 @@ kc get pods -n "${OPERATOR_NS}" -o wide --no-headers | awk '{printf "    %-45s %
 step "A managed CacheBackend (master and one store pod on the real node) and the samples (DeepSeek-V4 TP=16 with DSpark, Qwen3 TP=4)"
 # SGLang images run as root, and the samples read their weights from a directory of every GPU
 # node (a hostPath volume, which the baseline level forbids): the namespace of their ranks
-# enforces privileged and warns at baseline, so that kubectl apply names what baseline would
-# refuse. The ranks run on kwok's simulated nodes; the real node runs only the store's pods.
+# enforces privileged, and warns at baseline to whoever creates its pods. The ranks run on
+# kwok's simulated nodes; the real node runs only the store's pods.
 kc create namespace "${NS}" --dry-run=client -o yaml | kc apply -f - >/dev/null
 kc label namespace "${NS}" pod-security.kubernetes.io/enforce=privileged \
   pod-security.kubernetes.io/warn=baseline --overwrite >/dev/null
