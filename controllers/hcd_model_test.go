@@ -67,7 +67,7 @@ func TestBuildGroupModelSource(t *testing.T) {
 			},
 		},
 		"a hub download into the pod's own volume": {
-			hcd: makeHCD("q").FromHub("Qwen/Qwen3-32B", "9e1a", "hf-token", "token").Obj(), wantPath: "/models/Qwen/Qwen3-32B", wantInits: 1,
+			hcd: makeHCD("q").FromHub("Qwen/Qwen3-32B", "9e1a111111111111111111111111111111111111", "hf-token", "token").Obj(), wantPath: "/models/Qwen/Qwen3-32B", wantInits: 1,
 			check: func(t *testing.T, v *corev1.Volume) {
 				if v.EmptyDir == nil {
 					t.Errorf("volume %+v, want an emptyDir", v.VolumeSource)
@@ -115,7 +115,7 @@ func TestBuildGroupModelSource(t *testing.T) {
 // accepts, and the token only as a secretKeyRef.
 func TestHubDownloadContainer(t *testing.T) {
 	h := makeHCD("d").Profile("DeepSeekV4").TP(16).Storage("mooncake").
-		FromHub("deepseek-ai/DeepSeek-V4", "5b0c7e2", "hf-token", "token").Image("lmsysorg/sglang:v0.5.23").Obj()
+		FromHub("deepseek-ai/DeepSeek-V4", "5b0c7e2a9d1f4c3b8e6a0d2f1c4b7e9a3d5f8c1b", "hf-token", "token").Image("lmsysorg/sglang:v0.5.23").Obj()
 	sts := mustBuildGroup(t, h, 0)
 	pod := sts.Spec.Template.Spec
 	if len(pod.InitContainers) != 1 {
@@ -132,7 +132,7 @@ func TestHubDownloadContainer(t *testing.T) {
 	if err := cli.Validate(append(init.Command, init.Args...)); err != nil {
 		t.Errorf("the pinned hub CLI (huggingface_hub %s) refuses %q: %v", cli.Version, init.Command, err)
 	}
-	want := []string{"hf", "download", "deepseek-ai/DeepSeek-V4", "--revision", "5b0c7e2", "--local-dir", "/models/deepseek-ai/DeepSeek-V4"}
+	want := []string{"hf", "download", "deepseek-ai/DeepSeek-V4", "--revision", "5b0c7e2a9d1f4c3b8e6a0d2f1c4b7e9a3d5f8c1b", "--local-dir", "/models/deepseek-ai/DeepSeek-V4"}
 	if strings.Join(init.Command, " ") != strings.Join(want, " ") {
 		t.Errorf("command %q, want %q", init.Command, want)
 	}
@@ -153,7 +153,7 @@ func TestHubDownloadContainer(t *testing.T) {
 		}
 	}
 	// A public repository: no variable at all.
-	pub := mustBuildGroup(t, makeHCD("q").FromHub("Qwen/Qwen3-8B", "main", "", "").Obj(), 0)
+	pub := mustBuildGroup(t, makeHCD("q").FromHub("Qwen/Qwen3-8B", "1111111111111111111111111111111111111111", "", "").Obj(), 0)
 	if env := pub.Spec.Template.Spec.InitContainers[0].Env; len(env) != 0 {
 		t.Errorf("a download without a token has env %+v", env)
 	}
@@ -216,8 +216,8 @@ func TestRankProbes(t *testing.T) {
 // TestModelSourceChangesRollTheGroups: a new claim or token reaches the pods (the template
 // changes), and the spec's JSON names the token only by reference.
 func TestModelSourceChangesRollTheGroups(t *testing.T) {
-	a := mustBuildGroup(t, makeHCD("q").FromHub("Qwen/Qwen3-8B", "r1", "tok-a", "token").Obj(), 0)
-	b := mustBuildGroup(t, makeHCD("q").FromHub("Qwen/Qwen3-8B", "r1", "tok-b", "token").Obj(), 0)
+	a := mustBuildGroup(t, makeHCD("q").FromHub("Qwen/Qwen3-8B", "1111111111111111111111111111111111111111", "tok-a", "token").Obj(), 0)
+	b := mustBuildGroup(t, makeHCD("q").FromHub("Qwen/Qwen3-8B", "1111111111111111111111111111111111111111", "tok-b", "token").Obj(), 0)
 	if a.Annotations[hicachev1alpha1.AnnotationTemplateHash] == b.Annotations[hicachev1alpha1.AnnotationTemplateHash] {
 		t.Error("another token Secret keeps the template hash: running pods would keep the old one")
 	}

@@ -231,7 +231,7 @@ func TestOwnedPartsAreRefusedByTheAPI(t *testing.T) {
 	// download container).
 	h := withTemplate(hicachev1alpha1.PodOverrides{})
 	h.Spec.Storage.Protocol = "rdma"
-	h.Spec.Model = hicachev1alpha1.ModelSpec{Revision: "r1", Source: &hicachev1alpha1.ModelSource{Hub: &hicachev1alpha1.HubModelSource{Repo: "deepseek-ai/DeepSeek-V4"}}}
+	h.Spec.Model = hicachev1alpha1.ModelSpec{Revision: "1111111111111111111111111111111111111111", Source: &hicachev1alpha1.ModelSource{Hub: &hicachev1alpha1.HubModelSource{Repo: "deepseek-ai/DeepSeek-V4"}}}
 	sts := mustBuildGroup(t, h, 0)
 	p := sts.Spec.Template.Spec
 	var vols, paths, names []string

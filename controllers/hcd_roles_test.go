@@ -320,7 +320,7 @@ func TestNamespaceInUseByRoles(t *testing.T) {
 		h.Spec.Roles.Decode.L3 = hicachev1alpha1.DecodeL3(l3)
 		if l3 == "Offload" {
 			// Offload is refused for DeepSeek-V4 (its pools): an MLA model without a draft offloads.
-			h.Spec.Profile, h.Spec.Model.Path, h.Spec.Topology.Draft = "DeepSeekV3", "deepseek-ai/DeepSeek-V3", nil
+			h.Spec.Profile, h.Spec.Model.Source.SubPath, h.Spec.Topology.Draft = "DeepSeekV3", "deepseek-ai/DeepSeek-V3", nil
 		}
 		return h
 	}
@@ -341,7 +341,7 @@ func TestNamespaceInUseByRoles(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			old, cur := deployment("d", tc.l3, "r1"), deployment("d", tc.l3, "r2")
+			old, cur := deployment("d", tc.l3, "1111111111111111111111111111111111111111"), deployment("d", tc.l3, "2222222222222222222222222222222222222222")
 			oldNS, curNS := mustServe(t, old)[0].res.Namespace, mustServe(t, cur)[0].res.Namespace
 			if oldNS == curNS {
 				t.Fatalf("a new model revision keeps namespace %s", oldNS)
@@ -358,7 +358,7 @@ func TestNamespaceInUseByRoles(t *testing.T) {
 			pick(tc.groups.prefillOld, hicachev1alpha1.RolePrefill, 1)
 			pick(tc.groups.decodeOld, hicachev1alpha1.RoleDecode, 0)
 			if tc.other {
-				pods = append(pods, podsOf(buildAll(t, deployment("e", tc.l3, "r1"))[groupKey{role: hicachev1alpha1.RolePrefill}])...)
+				pods = append(pods, podsOf(buildAll(t, deployment("e", tc.l3, "1111111111111111111111111111111111111111"))[groupKey{role: hicachev1alpha1.RolePrefill}])...)
 			}
 			use := usersOf(storeScope{namespace: oldNS}, pods, nil)
 			if use.inUse() != tc.inUse || use.pods != tc.pods {

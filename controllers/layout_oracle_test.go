@@ -162,6 +162,7 @@ var renderedFlagRules = map[string]oracleFlagRule{
 	"--pp-size":                          {class: classLayout, why: "each stage writes its own layer slice (DOMAIN §6)"},
 	"--speculative-algorithm":            {class: classLayout, why: "the draft layers and pools (DOMAIN §5)"},
 	"--speculative-draft-model-path":     {class: classLayout, why: "the draft checkpoint (DOMAIN §6)"},
+	"--speculative-draft-model-revision": {class: classLayout, why: "the draft checkpoint's revision (DOMAIN §6)"},
 	"--speculative-draft-kv-cache-dtype": {class: classLayout, why: "the draft KV dtype (DOMAIN §6)"},
 	"--speculative-num-steps": {class: classLayout, packedSteps: true,
 		why: "a packed EAGLE/NEXTN draft packs every draft runner's pool and a multi-layer EAGLE has one runner per step (base_spec_worker.py _build_hicache_draft_plan, multi_layer_eagle_worker_v2.py draft_runners)"},

@@ -86,9 +86,13 @@ fi
 kc get pods -n "${OPERATOR_NS}" -o wide --no-headers | awk '{printf "    %-45s %-8s %s\n", $1, $3, $7}'
 
 step "A managed CacheBackend (master and one store pod on the real node) and the samples (DeepSeek-V4 TP=16 with DSpark, Qwen3 TP=4)"
-# SGLang images run as root: a namespace with ranks enforces baseline.
+# SGLang images run as root, and the samples read their weights from a directory of every GPU
+# node (a hostPath volume, which the baseline level forbids): the namespace of their ranks
+# enforces privileged, and warns at baseline to whoever creates its pods. The ranks run on
+# kwok's simulated nodes; the real node runs only the store's pods.
 kc create namespace "${NS}" --dry-run=client -o yaml | kc apply -f - >/dev/null
-kc label namespace "${NS}" pod-security.kubernetes.io/enforce=baseline --overwrite >/dev/null
+kc label namespace "${NS}" pod-security.kubernetes.io/enforce=privileged \
+  pod-security.kubernetes.io/warn=baseline --overwrite >/dev/null
 wait_for 60 "the default ServiceAccount of ${NS}" kc get serviceaccount default -n "${NS}"
 cat <<EOF | kc apply -n "${NS}" -f - | sed 's/^/    /'
 apiVersion: hicache.io/v1alpha1

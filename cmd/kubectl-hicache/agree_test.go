@@ -38,7 +38,7 @@ func TestWhatTheCRDAdmitsPlans(t *testing.T) {
 		if r.IntN(2) == 0 {
 			d := map[string]any{"algorithm": pick(r, "EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK")}
 			if d["algorithm"] != "NGRAM" && r.IntN(3) > 0 {
-				d["modelPath"] = "org/draft"
+				d["modelPath"] = "/models/org/draft"
 			}
 			if r.IntN(3) == 0 {
 				d["packedLayers"] = pick(r, 0, 1, 3)
@@ -68,7 +68,7 @@ func TestWhatTheCRDAdmitsPlans(t *testing.T) {
 			}
 		}
 		spec := map[string]any{
-			"model":    map[string]any{"path": "org/model"},
+			"model":    map[string]any{"path": "org/model", "revision": "0123456789abcdef0123456789abcdef01234567"},
 			"profile":  pick(r, "DeepSeekV3", "DeepSeekV32", "DeepSeekV4", "KimiK2", "KimiK3", "GLM5", "Qwen3", "Qwen3Next", "Llama3", "GptOss"),
 			"topology": topo,
 			"hicache":  hc,
@@ -146,14 +146,14 @@ func TestProfileDraftRulesAreThePlanners(t *testing.T) {
 							d["packedLayers"] = packed
 						}
 						if model {
-							d["modelPath"] = "org/draft"
+							d["modelPath"] = "/models/org/draft"
 						}
 						if pool != "" {
 							d["hostPool"] = pool
 						}
 						topo := map[string]any{"tensorParallel": 8, "draft": d}
 						obj := map[string]any{"apiVersion": "hicache.io/v1alpha1", "kind": "HiCacheDeployment", "metadata": map[string]any{"name": "x"},
-							"spec": map[string]any{"model": map[string]any{"path": "org/model"}, "profile": profile, "topology": topo,
+							"spec": map[string]any{"model": map[string]any{"path": "org/model", "revision": "0123456789abcdef0123456789abcdef01234567"}, "profile": profile, "topology": topo,
 								"storage": map[string]any{"backendRef": map[string]any{"name": "mooncake"}}}}
 						defaulted, errs, err := v.Admit(context.Background(), obj, defaultNamespace)
 						if err != nil {
@@ -198,7 +198,7 @@ func TestProfileAttentionRuleIsThePlanners(t *testing.T) {
 	for _, profile := range []string{"DeepSeekV3", "DeepSeekV32", "DeepSeekV4", "KimiK2", "KimiK3", "GLM5", "Qwen3", "Qwen3Next", "Llama3", "GptOss"} {
 		for _, attention := range []string{"MHA", "MLA", "DSV4", "HybridMambaMHA", "HybridMambaMLA"} {
 			obj := map[string]any{"apiVersion": "hicache.io/v1alpha1", "kind": "HiCacheDeployment", "metadata": map[string]any{"name": "x"},
-				"spec": map[string]any{"model": map[string]any{"path": "org/model"}, "profile": profile,
+				"spec": map[string]any{"model": map[string]any{"path": "org/model", "revision": "0123456789abcdef0123456789abcdef01234567"}, "profile": profile,
 					"topology": map[string]any{"tensorParallel": 8, "attention": attention}}}
 			defaulted, errs, err := v.Admit(context.Background(), obj, defaultNamespace)
 			if err != nil {

@@ -522,7 +522,7 @@ func TestClusterStatus(t *testing.T) {
 	oldNS := h.Status.Cache.Namespace
 	m.PutKeys(t, keys(oldNS, 5), 4096)
 	for i := 0; ; i++ {
-		h.Spec.Topology.Draft = &hicachev1alpha1.DraftSpec{Algorithm: "DSPARK", ModelPath: "deepseek-ai/DeepSeek-V4-DSpark"}
+		h.Spec.Topology.Draft = &hicachev1alpha1.DraftSpec{Algorithm: "DSPARK", ModelPath: "/models/deepseek-ai/DeepSeek-V4-DSpark"}
 		err := s.k8s.Update(context.Background(), h)
 		if err == nil {
 			break

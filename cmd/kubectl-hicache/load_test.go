@@ -20,6 +20,7 @@ metadata:
 spec:
   model:
     path: Qwen/Qwen3-32B
+    revision: 0123456789abcdef0123456789abcdef01234567
   profile: Qwen3
   topology:
     tensorParallel: 4
@@ -64,7 +65,7 @@ func TestBadFiles(t *testing.T) {
 			want:    []string{`apiVersion is "hicache.io/v1"`, "hicache.io/v1alpha1"},
 		},
 		"missing model path": {
-			content: strings.Replace(validHCD, "    path: Qwen/Qwen3-32B\n", "", 1),
+			content: strings.Replace(validHCD, "    path: Qwen/Qwen3-32B\n    revision: 0123456789abcdef0123456789abcdef01234567\n", "", 1),
 			want:    []string{`HiCacheDeployment.hicache.io "broken" is invalid: [spec.model: Required value`},
 		},
 		"unknown profile": {

@@ -232,7 +232,7 @@ func TestPlanAppliesDefaults(t *testing.T) {
 kind: HiCacheDeployment
 metadata: {name: tiny}
 spec:
-  model: {path: Qwen/Qwen3-0.6B}
+  model: {path: Qwen/Qwen3-0.6B, revision: 0123456789abcdef0123456789abcdef01234567}
   profile: Qwen3
   storage: {backendRef: {name: mooncake}}
 `)
@@ -322,7 +322,7 @@ kind: HiCacheDeployment
 metadata: {name: dsv4}
 spec:
   model:
-    revision: 5b0c7e2
+    revision: 5b0c7e2a9d1f4c3b8e6a0d2f1c4b7e9a3d5f8c1b
     weightsSize: 700Gi
     source: {hub: {repo: deepseek-ai/DeepSeek-V4, tokenSecretRef: {name: hf-token, key: token}}}
   profile: DeepSeekV4
@@ -350,7 +350,7 @@ spec:
 		t.Errorf("--model-path %q", got)
 	}
 	text := runPlugin(t, "", "plan", "-f", writeFile(t, "hub.yaml", doc)).mustSucceed(t).stdout
-	for _, want := range []string{"Weights:", "Download:        hf download deepseek-ai/DeepSeek-V4 --revision 5b0c7e2", "Startup budget:  5850 s"} {
+	for _, want := range []string{"Weights:", "Download:        hf download deepseek-ai/DeepSeek-V4 --revision 5b0c7e2a9d1f4c3b8e6a0d2f1c4b7e9a3d5f8c1b", "Startup budget:  5850 s"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("plan lacks %q:\n%s", want, text)
 		}

@@ -118,6 +118,7 @@ var factLabels = map[string]string{
 	FactDraftPlacement:    "draft placement",
 	FactDraftPackedLayers: "packed draft layers",
 	FactDraftModel:        "draft model",
+	FactDraftRevision:     "draft model revision",
 	FactDraftHostPool:     "draft host pool",
 	FactDraftKVCacheDType: "draft KV cache dtype",
 	FactDraftNumSteps:     "packed draft steps",

@@ -100,6 +100,7 @@ const (
 	FactDraftPlacement    = "draft.placement"
 	FactDraftPackedLayers = "draft.packed_layers"
 	FactDraftModel        = "draft.model"
+	FactDraftRevision     = "draft.revision"
 	FactDraftHostPool     = "draft.host_pool"
 	FactDraftKVCacheDType = "draft.kv_cache_dtype"
 	FactDraftNumSteps     = "draft.num_steps"
@@ -139,7 +140,7 @@ type LayoutFacts map[string]string
 //   - every volume mounted into the serving container outside the neutral mount points, by
 //     mount path, with the volume's identity;
 //   - the draft: algorithm (NEXTN counted as EAGLE, its alias), placement,
-//     packed layer count, draft model, draft host pool kind, draft KV dtype —
+//     packed layer count, draft model and its revision, draft host pool kind, draft KV dtype —
 //     only for drafts that keep KV in the host tier (not NGRAM); and, for a packed EAGLE/NEXTN
 //     draft whose step count the spec sets, that count (a multi-layer EAGLE packs one draft
 //     runner's layers per step). The draft's token counts are never facts.
@@ -211,6 +212,9 @@ func Facts(t Topology, s Settings) LayoutFacts {
 		}
 		if strings.TrimSpace(d.ModelPath) != "" {
 			f[FactDraftModel] = strings.TrimRight(strings.TrimSpace(d.ModelPath), "/")
+		}
+		if r := strings.TrimSpace(d.Revision); r != "" {
+			f[FactDraftRevision] = r
 		}
 	}
 	return f

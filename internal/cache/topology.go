@@ -187,6 +187,8 @@ type Draft struct {
 	Pools []PoolName `json:"pools,omitempty"`
 	// ModelPath is --speculative-draft-model-path.
 	ModelPath string `json:"modelPath,omitempty"`
+	// Revision is --speculative-draft-model-revision: the draft checkpoint's revision.
+	Revision string `json:"revision,omitempty"`
 }
 
 // Enabled reports whether a speculative algorithm is set.

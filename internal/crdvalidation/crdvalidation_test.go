@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
+	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/resolve"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
@@ -64,7 +66,7 @@ func TestDefaultsAreFilledIn(t *testing.T) {
 kind: HiCacheDeployment
 metadata: {name: defaults}
 spec:
-  model: {path: Qwen/Qwen3-8B}
+  model: {path: Qwen/Qwen3-8B, revision: 0123456789abcdef0123456789abcdef01234567}
   profile: Qwen3
   storage: {backendRef: {name: mooncake}}
 status: {replicas: 3}
@@ -73,7 +75,7 @@ status: {replicas: 3}
 		t.Fatal(Message(errs))
 	}
 	want := map[string]any{
-		"model":    map[string]any{"path": "Qwen/Qwen3-8B"},
+		"model":    map[string]any{"path": "Qwen/Qwen3-8B", "revision": "0123456789abcdef0123456789abcdef01234567"},
 		"profile":  "Qwen3",
 		"replicas": int64(1),
 		"topology": map[string]any{"tensorParallel": int64(1), "pipelineParallel": int64(1), "dataParallel": int64(1), "gpusPerNode": int64(8)},
@@ -127,5 +129,74 @@ func TestUnknownKind(t *testing.T) {
 	_, _, err = v.Admit(context.Background(), map[string]any{"apiVersion": "v1", "kind": "Pod"}, "")
 	if err == nil || !strings.Contains(err.Error(), "no CustomResourceDefinition serves /v1, Kind=Pod") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestHubModelsNameACommit admits the model rules offline as the API server does: a hub model
+// (a hub source, or a spec.model.path that is not absolute) and a hub draft (a
+// spec.topology.draft.modelPath that is not absolute) name a 40-character commit. The resolver
+// agrees on every case: what kubectl apply refuses it refuses for the same field, what kubectl
+// apply admits it resolves.
+func TestHubModelsNameACommit(t *testing.T) {
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	const hubModel = "{path: Qwen/Qwen3-8B, revision: " + commit + "}"
+	doc := func(model, draft string) string {
+		d := "apiVersion: hicache.io/v1alpha1\nkind: HiCacheDeployment\nmetadata: {name: m, namespace: default}\nspec:\n  profile: Qwen3\n  model: " + model + "\n"
+		if draft != "" {
+			d += "  topology: {draft: " + draft + "}\n"
+		}
+		return d
+	}
+	cases := map[string]struct{ model, draft, field, want string }{
+		"a hub id at a commit":         {model: hubModel},
+		"an absolute path":             {model: "{path: /opt/weights/qwen3}"},
+		"a hub source at a commit":     {model: "{revision: " + commit + ", source: {hub: {repo: Qwen/Qwen3-8B}}}"},
+		"a claim with a free revision": {model: "{revision: r1, servedName: q, source: {pvc: {claimName: w}}}"},
+		"a hub id at main": {model: "{path: Qwen/Qwen3-8B, revision: main}", field: "spec.model.revision",
+			want: "spec.model.revision must be a commit (40 lowercase hex characters) when spec.model.path is a hub id (not an absolute path)"},
+		"a hub id without a revision": {model: "{path: Qwen/Qwen3-8B}", field: "spec.model.revision",
+			want: "spec.model.revision must be a commit (40 lowercase hex characters) when spec.model.path is a hub id"},
+		"a hub id at an upper-case commit": {model: "{path: Qwen/Qwen3-8B, revision: " + strings.ToUpper(commit) + "}", field: "spec.model.revision",
+			want: "spec.model.revision must be a commit"},
+		"a hub id at a short commit": {model: "{path: Qwen/Qwen3-8B, revision: '" + commit[:7] + "'}", field: "spec.model.revision",
+			want: "spec.model.revision must be a commit"},
+		"a relative path": {model: "{path: models/qwen3, revision: v2}", field: "spec.model.revision",
+			want: "or serve a local path (an absolute one, or spec.model.source)"},
+		"a hub source at a tag": {model: "{revision: v1.0, source: {hub: {repo: Qwen/Qwen3-8B}}}", field: "spec.model.revision",
+			want: "spec.model.revision must be a commit (40 lowercase hex characters) with a hub source"},
+		"a hub source without a revision": {model: "{source: {hub: {repo: Qwen/Qwen3-8B}}}", field: "spec.model.revision",
+			want: "so ranks started before and after the move would write two layouts under one L3 namespace; pin the commit"},
+		"a hub draft at a commit":            {model: hubModel, draft: "{algorithm: EAGLE3, modelPath: org/draft, revision: " + commit + "}"},
+		"a local draft":                      {model: hubModel, draft: "{algorithm: EAGLE3, modelPath: /drafts/eagle3}"},
+		"a local draft with a free revision": {model: hubModel, draft: "{algorithm: EAGLE3, modelPath: /drafts/eagle3, revision: r2}"},
+		"a draft in the model's checkpoint":  {model: hubModel, draft: "{algorithm: NEXTN, packedLayers: 1}"},
+		"a hub draft without a revision": {model: hubModel, draft: "{algorithm: EAGLE3, modelPath: org/draft}", field: "spec.topology.draft.revision",
+			want: "spec.topology.draft.revision must be a commit (40 lowercase hex characters) when spec.topology.draft.modelPath is a hub id (not an absolute path), which SGLang downloads when each rank starts (at main without a revision)"},
+		"a hub draft at main": {model: hubModel, draft: "{algorithm: EAGLE3, modelPath: org/draft, revision: main}", field: "spec.topology.draft.revision",
+			want: "pin the commit the branch or tag points at, or serve the draft from a local path"},
+		"a draft revision without a draft path": {model: hubModel, draft: "{algorithm: NEXTN, packedLayers: 1, revision: " + commit + "}", field: "spec.topology.draft.revision",
+			want: "spec.topology.draft.revision is the revision of spec.topology.draft.modelPath"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := doc(tc.model, tc.draft)
+			_, errs := admit(t, d)
+			got := Message(errs)
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("kubectl apply: got %q, want %q", got, tc.want)
+			}
+			var h hicachev1alpha1.HiCacheDeployment
+			if err := yaml.UnmarshalStrict([]byte(d), &h); err != nil {
+				t.Fatal(err)
+			}
+			h.Default()
+			_, rerr := resolve.Resolve(&h)
+			switch {
+			case tc.field == "" && rerr != nil:
+				t.Errorf("the resolver refuses what kubectl apply admits: %v", rerr)
+			case tc.field != "" && (rerr == nil || !strings.HasPrefix(rerr.Error(), tc.field+": ")):
+				t.Errorf("the resolver: got %v, want a refusal of %s", rerr, tc.field)
+			}
+		})
 	}
 }

@@ -23,7 +23,7 @@ apiVersion: hicache.io/v1alpha1
 kind: HiCacheDeployment
 metadata: {name: q, namespace: default}
 spec:
-  model: {path: Qwen/Qwen3-8B}
+  model: {path: Qwen/Qwen3-8B, revision: 0123456789abcdef0123456789abcdef01234567}
   profile: Qwen3
 `, obj: func() defaulter { return &hicachev1alpha1.HiCacheDeployment{} }},
 		"a deployment with storage, roles, router, partial topology": {doc: `
@@ -31,7 +31,7 @@ apiVersion: hicache.io/v1alpha1
 kind: HiCacheDeployment
 metadata: {name: q, namespace: default}
 spec:
-  model: {path: Qwen/Qwen3-8B}
+  model: {path: Qwen/Qwen3-8B, revision: 0123456789abcdef0123456789abcdef01234567}
   profile: Qwen3
   topology: {tensorParallel: 4, gpusPerNode: 4}
   storage: {backendRef: {name: mooncake}}

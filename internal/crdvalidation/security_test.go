@@ -12,7 +12,7 @@ func TestSecurityRefusals(t *testing.T) {
 kind: HiCacheDeployment
 metadata: {name: q}
 spec:
-  model: {path: Qwen/Qwen3-8B}
+  model: {path: Qwen/Qwen3-8B, revision: 0123456789abcdef0123456789abcdef01234567}
   profile: Qwen3
   security: {adminAPIKeySecretRef: {name: ops, key: admin}, apiKeySecretRef: {name: clients, key: token}}
 `

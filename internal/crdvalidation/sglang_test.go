@@ -16,7 +16,7 @@ func TestSGLangReleaseRefusals(t *testing.T) {
 kind: HiCacheDeployment
 metadata: {name: q}
 spec:
-  model: {path: Qwen/Qwen3-8B}
+  model: {path: Qwen/Qwen3-8B, revision: 0123456789abcdef0123456789abcdef01234567}
   profile: Qwen3
 `
 	cases := map[string]struct {
@@ -74,7 +74,7 @@ func TestSGLangRulesAgreeWithTheResolver(t *testing.T) {
 			case compat != "":
 				sg = fmt.Sprintf("{compatibleRelease: %q}", compat)
 			}
-			doc := "apiVersion: hicache.io/v1alpha1\nkind: HiCacheDeployment\nmetadata: {name: q}\nspec:\n  model: {path: m}\n  profile: Qwen3\n  sglang: " + sg + "\n"
+			doc := "apiVersion: hicache.io/v1alpha1\nkind: HiCacheDeployment\nmetadata: {name: q}\nspec:\n  model: {path: m, revision: 0123456789abcdef0123456789abcdef01234567}\n  profile: Qwen3\n  sglang: " + sg + "\n"
 			_, errs := admit(t, doc)
 			if admitted := len(errs) == 0; admitted != (rerr == nil) {
 				t.Errorf("sglang %s: the CRD says %q, the operator %v", sg, Message(errs), rerr)

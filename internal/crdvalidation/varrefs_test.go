@@ -12,7 +12,7 @@ func TestVarRefRefusals(t *testing.T) {
 kind: HiCacheDeployment
 metadata: {name: q}
 spec:
-  model: {path: Qwen/Qwen3-8B, servedName: qwen}
+  model: {path: Qwen/Qwen3-8B, servedName: qwen, revision: 0123456789abcdef0123456789abcdef01234567}
   profile: Qwen3
 `
 	cases := map[string]struct {
@@ -23,7 +23,9 @@ spec:
 			"  template: {extraArgs: [--json-model-override-args, '$$(OVR)'], env: [{name: A, value: 'x$$(B)'}]}\n"},
 		"servedName": {doc: strings.Replace(base, "servedName: qwen", "servedName: '$(HICACHE_ADMIN_API_KEY)'", 1),
 			want: "spec.model.servedName holds a $(NAME) reference"},
-		"revision":   {doc: strings.Replace(base, "servedName: qwen", "servedName: qwen, revision: 'r$(REV)'", 1), want: "spec.model.revision holds a $(NAME) reference"},
+		"revision": {doc: strings.Replace(base, "revision: 0123456789abcdef0123456789abcdef01234567", "revision: 'r$(REV)'", 1), want: "spec.model.revision holds a $(NAME) reference"},
+		"draft revision": {doc: base + "  topology: {draft: {algorithm: EAGLE3, modelPath: /drafts/d, revision: 'r$(REV)'}}\n",
+			want: "spec.topology.draft.revision holds a $(NAME) reference"},
 		"model path": {doc: strings.Replace(base, "path: Qwen/Qwen3-8B", "path: '/m/$(P)'", 1), want: "spec.model.path holds a $(NAME) reference"},
 		"extraArgs": {doc: base + "  template: {extraArgs: [--json-model-override-args, '$(OVR)'], env: [{name: OVR, value: '{}'}]}\n",
 			want: "spec.template.extraArgs holds a $(NAME) reference"},

@@ -127,6 +127,9 @@ func resolveOne(hcd *hicachev1alpha1.HiCacheDeployment, sglangRules bool) (*Reso
 	if _, err := Model(spec); err != nil {
 		return nil, err
 	}
+	if err := checkDraftRevision(spec); err != nil {
+		return nil, err
+	}
 	settings, env, err := settingsAndEnv(spec)
 	if err != nil {
 		return nil, err
@@ -306,6 +309,7 @@ func explicitTopology(spec *hicachev1alpha1.HiCacheDeploymentSpec) cache.Topolog
 		out.Draft = cache.Draft{
 			Algorithm:    cache.DraftAlgorithm(d.Algorithm),
 			ModelPath:    d.ModelPath,
+			Revision:     d.Revision,
 			HostPoolKind: cache.HostPoolKind(d.HostPool),
 		}
 		if d.PackedLayers != nil {
@@ -354,7 +358,7 @@ func settingsAndEnv(spec *hicachev1alpha1.HiCacheDeploymentSpec) (cache.Settings
 	var env Env
 	h := spec.HiCache
 	// The model's identity, not where it is mounted: a hub source is its repository.
-	model, _ := Model(spec)
+	model, _ := placeModel(spec)
 	s := cache.Settings{
 		ModelPath:       model.Identity,
 		Revision:        spec.Model.Revision,

@@ -73,6 +73,7 @@ func ServerConfig(hcd *hicachev1alpha1.HiCacheDeployment, r *Resolved, be *Backe
 		cfg.Speculative = &sglang.Speculative{
 			Algorithm:         string(d.Algorithm),
 			DraftModelPath:    d.ModelPath,
+			DraftRevision:     d.Revision,
 			NumSteps:          int(d.NumSteps),
 			EagleTopK:         int(d.EagleTopK),
 			NumDraftTokens:    int(d.NumDraftTokens),

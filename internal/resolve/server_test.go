@@ -199,7 +199,7 @@ func TestServerConfigTopologyAndDraft(t *testing.T) {
 				return makeHCD("k").Profile("KimiK2").TP(8).Draft("EAGLE3").Ratio("2.5").Served("kimi")
 			},
 			tp: 8, wantRatio: 2.5, wantServed: "kimi", wantNoDPFlagInArgs: true,
-			wantSpeculative: &sglang.Speculative{Algorithm: "EAGLE3", DraftModelPath: "org/eagle3-draft", NumSteps: 3, EagleTopK: 1, NumDraftTokens: 4},
+			wantSpeculative: &sglang.Speculative{Algorithm: "EAGLE3", DraftModelPath: "org/eagle3-draft", DraftRevision: testutil.ModelCommit, NumSteps: 3, EagleTopK: 1, NumDraftTokens: 4},
 		},
 	}
 	for name, tc := range cases {
@@ -237,6 +237,9 @@ func TestServerConfigTopologyAndDraft(t *testing.T) {
 			}
 			if tc.wantNoDPFlagInArgs && (strings.Contains(joined, "--dp-size") || strings.Contains(joined, "--attn-dp-size")) {
 				t.Errorf("args have a DP flag: %s", joined)
+			}
+			if s := tc.wantSpeculative; s != nil && s.DraftRevision != "" && !containsSeq(args, "--speculative-draft-model-revision", s.DraftRevision) {
+				t.Errorf("args lack --speculative-draft-model-revision %s: %s", s.DraftRevision, joined)
 			}
 		})
 	}

@@ -55,6 +55,7 @@ func VarRefFields(spec *hicachev1alpha1.HiCacheDeploymentSpec) [][2]string {
 	}
 	if d := spec.Topology.Draft; d != nil {
 		add("spec.topology.draft.modelPath", d.ModelPath)
+		add("spec.topology.draft.revision", d.Revision)
 	}
 	add("spec.hicache.mambaSSMDType", spec.HiCache.MambaSSMDType)
 	add("spec.sglang.versionLine", spec.SGLang.VersionLine)

@@ -208,8 +208,14 @@ func (r *renderer) speculative(cfg ServerConfig, spec *argspec.Spec) {
 		r.fail("Speculative.DSparkBlockSize only applies to the %s algorithm, not %s", SpeculativeDSpark, algo)
 	}
 	r.add("--speculative-algorithm", algo)
+	if s.DraftRevision != "" && s.DraftModelPath == "" {
+		r.fail("Speculative.DraftRevision %q is set without DraftModelPath: without a draft path the release reads the draft from the model's checkpoint at its revision", s.DraftRevision)
+	}
 	if s.DraftModelPath != "" {
 		r.add("--speculative-draft-model-path", s.DraftModelPath)
+	}
+	if s.DraftRevision != "" {
+		r.add("--speculative-draft-model-revision", s.DraftRevision)
 	}
 	if s.NumSteps > 0 {
 		r.addInt("--speculative-num-steps", s.NumSteps)

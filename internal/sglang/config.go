@@ -150,8 +150,10 @@ type Disaggregation struct {
 type Speculative struct {
 	// Algorithm is a name the release accepts at start (case-insensitive),
 	// such as EAGLE, EAGLE3, NEXTN, DSPARK; required.
-	Algorithm         string
-	DraftModelPath    string
+	Algorithm      string
+	DraftModelPath string
+	// DraftRevision is --speculative-draft-model-revision; with DraftModelPath only.
+	DraftRevision     string
 	NumSteps          int
 	EagleTopK         int
 	NumDraftTokens    int

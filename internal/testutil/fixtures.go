@@ -23,7 +23,7 @@ func DeepSeekV4(ns, name string) *hicachev1alpha1.HiCacheDeployment {
 	return &hicachev1alpha1.HiCacheDeployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: hicachev1alpha1.HiCacheDeploymentSpec{
-			Model:    hicachev1alpha1.ModelSpec{Path: "deepseek-ai/DeepSeek-V4", ServedName: "deepseek-v4"},
+			Model:    hicachev1alpha1.ModelSpec{Path: "deepseek-ai/DeepSeek-V4", Revision: ModelCommit, ServedName: "deepseek-v4"},
 			Profile:  "DeepSeekV4",
 			Topology: hicachev1alpha1.TopologySpec{TensorParallel: 16, GPUsPerNode: 8},
 			HiCache:  hicachev1alpha1.HiCacheSpec{Ratio: "2", PageSize: 64},

@@ -22,11 +22,16 @@ type HCDBuilder struct {
 	h hicachev1alpha1.HiCacheDeployment
 }
 
-// HCD starts a Qwen3 TP=1 deployment named name in namespace default.
+// ModelCommit is the hub commit the builder's models are pinned to: a hub model must name a commit.
+const ModelCommit = "0123456789abcdef0123456789abcdef01234567"
+
+// HCD starts a Qwen3 TP=1 deployment named name in namespace default, of the hub model org/<name>
+// at ModelCommit.
 func HCD(name string) *HCDBuilder {
 	b := &HCDBuilder{}
 	b.h.Name, b.h.Namespace, b.h.UID, b.h.Generation = name, "default", types.UID(name+"-uid"), 1
 	b.h.Spec.Model.Path = "org/" + name
+	b.h.Spec.Model.Revision = ModelCommit
 	b.h.Spec.Profile = "Qwen3"
 	b.h.Default()
 	return b
@@ -81,7 +86,8 @@ func (b *HCDBuilder) KVDType(d string) *HCDBuilder {
 func (b *HCDBuilder) Draft(alg string) *HCDBuilder {
 	d := &hicachev1alpha1.DraftSpec{Algorithm: hicachev1alpha1.DraftAlgorithm(alg)}
 	if alg != "NGRAM" {
-		d.ModelPath = "org/" + strings.ToLower(alg) + "-draft"
+		// A hub checkpoint, which names its commit as the model does.
+		d.ModelPath, d.Revision = "org/"+strings.ToLower(alg)+"-draft", ModelCommit
 	}
 	b.h.Spec.Topology.Draft = d
 	return b

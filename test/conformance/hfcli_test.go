@@ -31,7 +31,7 @@ func TestHubCLIDefinitionsAreThePinnedReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := testutil.HCD("d").Profile("DeepSeekV4").TP(16).FromHub("deepseek-ai/DeepSeek-V4", "5b0c7e2", "hf-token", "token").Obj()
+	h := testutil.HCD("d").Profile("DeepSeekV4").TP(16).FromHub("deepseek-ai/DeepSeek-V4", "5b0c7e2a9d1f4c3b8e6a0d2f1c4b7e9a3d5f8c1b", "hf-token", "token").Obj()
 	model, err := resolve.Model(&h.Spec)
 	if err != nil {
 		t.Fatal(err)

@@ -37,8 +37,8 @@ var refusals = []refusalCase{
 	{"EAGLE3 with no tree settings", "hicachedeployment_kimi_k2_eagle3.yaml", `spec: {topology: {draft: {numSteps: null, eagleTopK: null, numDraftTokens: null}}}`},
 	{"EAGLE3 topk 4 on pages of 64", "hicachedeployment_kimi_k2_eagle3.yaml", `spec: {hicache: {pageSize: 64}, topology: {draft: {eagleTopK: 4, numDraftTokens: 8}}}`},
 	// deepseek_v4_hook.apply_deepseek_v4_defaults: DeepSeek-V4 drafts are EAGLE (NEXTN) or DSPARK.
-	{"DeepSeek-V4 with EAGLE3", "hicachedeployment_deepseek_v4.yaml", `spec: {topology: {draft: {algorithm: EAGLE3, modelPath: deepseek-ai/DeepSeek-V4-DSpark}}}`},
-	{"DeepSeek-V4 with DFLASH", "hicachedeployment_deepseek_v4.yaml", `spec: {topology: {draft: {algorithm: DFLASH, modelPath: deepseek-ai/DeepSeek-V4-DSpark}}}`},
+	{"DeepSeek-V4 with EAGLE3", "hicachedeployment_deepseek_v4.yaml", `spec: {topology: {draft: {algorithm: EAGLE3, modelPath: /models/deepseek-ai/DeepSeek-V4-DSpark}}}`},
+	{"DeepSeek-V4 with DFLASH", "hicachedeployment_deepseek_v4.yaml", `spec: {topology: {draft: {algorithm: DFLASH, modelPath: /models/deepseek-ai/DeepSeek-V4-DSpark}}}`},
 	{"DeepSeek-V4 with NEXTN", "hicachedeployment_deepseek_v4.yaml", `spec: {topology: {draft: {algorithm: NEXTN, modelPath: null}}}`},
 	{"DeepSeek-V4 with EAGLE, no top-k", "hicachedeployment_deepseek_v4.yaml", `spec: {topology: {draft: {algorithm: EAGLE, modelPath: null}}}`},
 	{"DeepSeek-V4 with EAGLE, top-k 1 without draft tokens", "hicachedeployment_deepseek_v4.yaml", `spec: {topology: {draft: {algorithm: EAGLE, modelPath: null, numSteps: 3, eagleTopK: 1}}}`},
@@ -54,12 +54,12 @@ var refusals = []refusalCase{
 	{"PP 2 without a draft", "hicachedeployment_deepseek_v4.yaml", `spec: {topology: {tensorParallel: 8, pipelineParallel: 2, draft: null}}`},
 	{"PP 2 with EAGLE3", "hicachedeployment_kimi_k2_eagle3.yaml", `spec: {topology: {tensorParallel: 4, pipelineParallel: 2}}`},
 	{"PD prefill PP 2 with EAGLE", "pd_deepseek_v4.yaml", `spec: {roles: {prefill: {topology: {tensorParallel: 4, pipelineParallel: 2}}}}`},
-	{"PD prefill PP 2 with DSpark", "pd_deepseek_v4.yaml", `spec: {topology: {draft: {algorithm: DSPARK, modelPath: deepseek-ai/DeepSeek-V4-DSpark}}, roles: {prefill: {topology: {tensorParallel: 8, pipelineParallel: 2}}, decode: {topology: {tensorParallel: 8}}}}`},
+	{"PD prefill PP 2 with DSpark", "pd_deepseek_v4.yaml", `spec: {topology: {draft: {algorithm: DSPARK, modelPath: /models/deepseek-ai/DeepSeek-V4-DSpark}}, roles: {prefill: {topology: {tensorParallel: 8, pipelineParallel: 2}}, decode: {topology: {tensorParallel: 8}}}}`},
 	// speculative_hook._handle_eagle_family: STANDALONE with attention data parallelism.
-	{"STANDALONE with DP attention", "hicachedeployment_qwen3.yaml", `spec: {topology: {dataParallel: 2, dpAttention: true, draft: {algorithm: STANDALONE, modelPath: Qwen/Qwen3-32B}}}`},
-	{"STANDALONE", "hicachedeployment_qwen3.yaml", `spec: {topology: {draft: {algorithm: STANDALONE, modelPath: Qwen/Qwen3-32B}}}`},
+	{"STANDALONE with DP attention", "hicachedeployment_qwen3.yaml", `spec: {topology: {dataParallel: 2, dpAttention: true, draft: {algorithm: STANDALONE, modelPath: /models/Qwen/Qwen3-32B}}}`},
+	{"STANDALONE", "hicachedeployment_qwen3.yaml", `spec: {topology: {draft: {algorithm: STANDALONE, modelPath: /models/Qwen/Qwen3-32B}}}`},
 	// speculative_hook._handle_dflash: no PP.
-	{"DFLASH with PP 2", "hicachedeployment_qwen3.yaml", `spec: {topology: {pipelineParallel: 2, draft: {algorithm: DFLASH, modelPath: Qwen/Qwen3-32B}}}`},
+	{"DFLASH with PP 2", "hicachedeployment_qwen3.yaml", `spec: {topology: {pipelineParallel: 2, draft: {algorithm: DFLASH, modelPath: /models/Qwen/Qwen3-32B}}}`},
 	// validation_hook.check_server_args: data-parallel replicas on one node only.
 	{"DP 2 replicas over nodes", "hicachedeployment_qwen3.yaml", `spec: {topology: {tensorParallel: 8, dataParallel: 2}}`},
 	{"DP 2 replicas on one node", "hicachedeployment_qwen3.yaml", `spec: {topology: {tensorParallel: 2, dataParallel: 2}}`},
@@ -72,7 +72,7 @@ var refusals = []refusalCase{
 	{"buffer_only", "hicachedeployment_qwen3.yaml", `spec: {hicache: {hostMemoryMode: buffer_only, ratio: null}}`},
 	// PD: the decode role's L3 modes.
 	{"PD decode HiCache", "pd_deepseek_v4.yaml", `spec: {roles: {decode: {l3: HiCache}}}`},
-	{"PD with DSpark", "pd_deepseek_v4.yaml", `spec: {topology: {draft: {algorithm: DSPARK, modelPath: deepseek-ai/DeepSeek-V4-DSpark}}, roles: {decode: {topology: {tensorParallel: 8}}}}`},
+	{"PD with DSpark", "pd_deepseek_v4.yaml", `spec: {topology: {draft: {algorithm: DSPARK, modelPath: /models/deepseek-ai/DeepSeek-V4-DSpark}}, roles: {decode: {topology: {tensorParallel: 8}}}}`},
 	{"PD Qwen3 decode Offload", "pd_deepseek_v4.yaml", pdQwen3 + `, decode: {l3: Offload, topology: {tensorParallel: 4}}}}`},
 	{"PD Qwen3 decode HiCache", "pd_deepseek_v4.yaml", pdQwen3 + `, decode: {l3: HiCache, topology: {tensorParallel: 4}}}}`},
 	// kv_cache_hook.handle_cache_compatibility: --disable-radix-cache where the hierarchical cache
@@ -82,7 +82,7 @@ var refusals = []refusalCase{
 }
 
 // pdQwen3 turns the prefill/decode sample into a Qwen3 one (its roles left open for the decode).
-const pdQwen3 = `spec: {model: {path: Qwen/Qwen3-32B}, profile: Qwen3, topology: {gpusPerNode: 4, draft: null}, roles: {prefill: {topology: {tensorParallel: 4}}`
+const pdQwen3 = `spec: {model: {source: {subPath: Qwen/Qwen3-32B}}, profile: Qwen3, topology: {gpusPerNode: 4, draft: null}, roles: {prefill: {topology: {tensorParallel: 4}}`
 
 // refusalCases are the refusals as cases.
 func refusalCases() []argsCase {

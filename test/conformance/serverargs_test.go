@@ -369,7 +369,10 @@ func runServerArgs(t *testing.T, python string, lines []map[string]any) (map[str
 	root := mooncaketest.Root(t)
 	models := map[string]string{}
 	for path, dir := range modelConfigs {
+		// A hub id, and the same repository in a mounted source (a claim or a node's directory
+		// holding it under its id, as the samples do).
 		models[path] = filepath.Join(root, "hack", "conformance", "models", dir)
+		models[hicachev1alpha1.ModelMountPath+"/"+path] = models[path]
 	}
 	for _, l := range lines {
 		args := l["args"].([]string)

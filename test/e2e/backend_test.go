@@ -440,7 +440,7 @@ func TestBackendProbesFollowThePollIntervalNotTheEvents(t *testing.T) {
 		h.Name = fmt.Sprintf("qwen3-%02d", i)
 		h.Spec.Replicas = ptr.To(int32(0))
 		if i%2 == 1 {
-			h.Spec.Model.Revision = "r1" // a second namespace
+			h.Spec.Model.Revision = strings.Repeat("1", 40) // another commit: a second namespace
 		}
 		create(t, h)
 	}

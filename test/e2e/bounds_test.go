@@ -58,7 +58,7 @@ func TestStaleNamespacesPastTheirBoundAreCountedAndNamed(t *testing.T) {
 	// Each revision is a breaking change: one more stale namespace, kept by the Manual policy.
 	for i := 0; i <= hicachev1alpha1.MaxStaleNamespaces+1; i++ {
 		if i > 0 {
-			update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Model.Revision = fmt.Sprintf("r%d", i) })
+			update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) { h.Spec.Model.Revision = fmt.Sprintf("%040x", i) }) // a commit of the hub model
 		}
 		eventually(t, 20*time.Second, fmt.Sprintf("revision %d recorded", i), func() (bool, string) {
 			h := getHCD(t, ns, "qwen3")

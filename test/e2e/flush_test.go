@@ -63,7 +63,7 @@ func waitFlushComplete(t *testing.T, ns, name string) *hicachev1alpha1.CacheFlus
 }
 
 func dspark(h *hicachev1alpha1.HiCacheDeployment) {
-	h.Spec.Topology.Draft = &hicachev1alpha1.DraftSpec{Algorithm: "DSPARK", ModelPath: "deepseek-ai/DeepSeek-V4-DSpark"}
+	h.Spec.Topology.Draft = &hicachev1alpha1.DraftSpec{Algorithm: "DSPARK", ModelPath: "/models/deepseek-ai/DeepSeek-V4-DSpark"}
 }
 
 // The whole promise: a DeepSeek-V4 deployment moves from no draft to DSpark; its new groups

@@ -28,7 +28,7 @@ func dsv4(ns string) *hicachev1alpha1.HiCacheDeployment { return testutil.DeepSe
 const qwen3 = `
 metadata: {name: qwen3}
 spec:
-  model: {path: Qwen/Qwen3-32B, servedName: qwen3-32b}
+  model: {path: Qwen/Qwen3-32B, revision: 0123456789abcdef0123456789abcdef01234567, servedName: qwen3-32b}
   profile: Qwen3
   topology: {tensorParallel: 4, gpusPerNode: 4}
   hicache: {ratio: "2"}
@@ -98,7 +98,7 @@ func checkRankFlags(t *testing.T, ns, name string, nodes int, masterRPC string) 
 func TestDeepSeekV4TwoNodeGroupGoesReady(t *testing.T) {
 	ns, m := namespaceWithBackend(t)
 	h := dsv4(ns)
-	h.Spec.Topology.Draft = &hicachev1alpha1.DraftSpec{Algorithm: "DSPARK", ModelPath: "deepseek-ai/DeepSeek-V4-DSpark"}
+	h.Spec.Topology.Draft = &hicachev1alpha1.DraftSpec{Algorithm: "DSPARK", ModelPath: "/models/deepseek-ai/DeepSeek-V4-DSpark"}
 	create(t, h)
 	waitCondition(t, &hicachev1alpha1.HiCacheDeployment{}, ns, "dsv4", hicachev1alpha1.ConditionReady, metav1.ConditionTrue, 60*time.Second)
 	checkRankFlags(t, ns, "dsv4", 2, m.RPCAddr)
@@ -314,7 +314,7 @@ func TestBreakingChangeRotatesNamespaceNeutralDoesNot(t *testing.T) {
 
 	// Breaking: no draft → DSpark (3 packed layers change every object's size under the same key).
 	update(t, h, func(h *hicachev1alpha1.HiCacheDeployment) {
-		h.Spec.Topology.Draft = &hicachev1alpha1.DraftSpec{Algorithm: "DSPARK", ModelPath: "deepseek-ai/DeepSeek-V4-DSpark"}
+		h.Spec.Topology.Draft = &hicachev1alpha1.DraftSpec{Algorithm: "DSPARK", ModelPath: "/models/deepseek-ai/DeepSeek-V4-DSpark"}
 	})
 	waitReadyGroups(t, ns, "dsv4", 2)
 	eventually(t, 60*time.Second, "every group on the new namespace", func() (bool, string) {

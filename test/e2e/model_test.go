@@ -22,7 +22,7 @@ metadata: {name: dsv4}
 spec:
   model:
     servedName: deepseek-v4
-    revision: 5b0c7e2
+    revision: 5b0c7e2a9d1f4c3b8e6a0d2f1c4b7e9a3d5f8c1b
     weightsSize: 700Gi
     source:
       pvc: {claimName: dsv4-weights}
@@ -41,7 +41,7 @@ const dsv4FromHub = `
 metadata: {name: dsv4}
 spec:
   model:
-    revision: 5b0c7e2
+    revision: 5b0c7e2a9d1f4c3b8e6a0d2f1c4b7e9a3d5f8c1b
     source:
       hub:
         repo: deepseek-ai/DeepSeek-V4
@@ -135,7 +135,7 @@ func TestDeepSeekV4WeightsFromAClaimGoReady(t *testing.T) {
 	}
 	h := getHCD(t, ns, "dsv4")
 	if !strings.Contains(strings.Join(h.Status.Cache.Facts, "\n"), "model=pvc:dsv4-weights/deepseek-ai/DeepSeek-V4") ||
-		!strings.Contains(strings.Join(h.Status.Cache.Facts, "\n"), "model.revision=5b0c7e2") {
+		!strings.Contains(strings.Join(h.Status.Cache.Facts, "\n"), "model.revision=5b0c7e2a9d1f4c3b8e6a0d2f1c4b7e9a3d5f8c1b") {
 		t.Errorf("layout facts %q lack the claim's model and its revision", h.Status.Cache.Facts)
 	}
 }
@@ -174,7 +174,7 @@ func TestDeepSeekV4FromTheHubWithASecretTokenGoesReady(t *testing.T) {
 			t.Errorf("pod %s: the pinned hub CLI (huggingface_hub %s) refuses %q: %v", p.Name, cli.Version, init.Command, err)
 		}
 		dir := resolve.HubDownloadDir("deepseek-ai/DeepSeek-V4")
-		if got := strings.Join(init.Command, " "); got != "hf download deepseek-ai/DeepSeek-V4 --revision 5b0c7e2 --local-dir "+dir {
+		if got := strings.Join(init.Command, " "); got != "hf download deepseek-ai/DeepSeek-V4 --revision 5b0c7e2a9d1f4c3b8e6a0d2f1c4b7e9a3d5f8c1b --local-dir "+dir {
 			t.Errorf("pod %s: download %q", p.Name, got)
 		}
 		if got, _ := flagValue(p.Spec.Containers[0].Args, "--model-path"); got != dir {

@@ -427,7 +427,7 @@ func checkPDRouter(t *testing.T, ns, name string) {
 const pdSlowDecode = `
 metadata: {name: pd-slow}
 spec:
-  model: {path: Qwen/Qwen3-32B}
+  model: {path: Qwen/Qwen3-32B, revision: 0123456789abcdef0123456789abcdef01234567}
   profile: Qwen3
   topology: {tensorParallel: 1, gpusPerNode: 1}
   storage: {backendRef: {name: mooncake}}

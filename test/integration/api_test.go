@@ -67,7 +67,7 @@ apiVersion: hicache.io/v1alpha1
 kind: HiCacheDeployment
 metadata: {name: x}
 spec:
-  model: {path: deepseek-ai/DeepSeek-V4}
+  model: {path: deepseek-ai/DeepSeek-V4, revision: 0123456789abcdef0123456789abcdef01234567}
   profile: DeepSeekV4
   topology: {tensorParallel: 16, gpusPerNode: 8}
   storage: {backendRef: {name: mooncake}}
@@ -153,7 +153,7 @@ apiVersion: hicache.io/v1alpha1
 kind: HiCacheDeployment
 metadata: {name: defaults}
 spec:
-  model: {path: Qwen/Qwen3-8B}
+  model: {path: Qwen/Qwen3-8B, revision: 0123456789abcdef0123456789abcdef01234567}
   profile: Qwen3
   storage: {backendRef: {name: mooncake}}`)
 	obj.SetNamespace(ns)
