@@ -80,7 +80,7 @@ func TestAPIRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	kinds := apiKinds(s, v)
-	if len(kinds) != 6 {
+	if len(kinds) != 8 {
 		t.Fatalf("the scheme has %d kinds of %s: %v", len(kinds), hicachev1alpha1.GroupVersion.Group, kinds)
 	}
 	for _, gvk := range kinds {
