@@ -370,6 +370,9 @@ const (
 	// ReasonEtcdNoQuorum: fewer than a majority of the members are Ready: the masters cannot
 	// elect a leader.
 	ReasonEtcdNoQuorum = "EtcdNoQuorum"
+	// ReasonEtcdCertificates: the operator issued or renewed the managed etcd's certificates
+	// (an Event).
+	ReasonEtcdCertificates = "EtcdCertificates"
 )
 
 // Store pod condition type and reasons.
