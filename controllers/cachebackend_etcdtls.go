@@ -194,12 +194,24 @@ func addEtcdProxy(tmpl *corev1.PodTemplateSpec, cb *hicachev1alpha1.CacheBackend
 	}
 }
 
+// EtcdProxyAddress is the address a pod that runs the proxy to a managed etcd gives its
+// Mooncake client: etcd://127.0.0.1:23790.
+var EtcdProxyAddress = etcdAddress([]string{etcdProxyAddress})
+
+// AddEtcdProxy gives a pod template of one's own the proxy to cb's managed etcd and the client
+// certificate, as the operator gives its own pods: the pod's Mooncake client is then given
+// EtcdProxyAddress. The pod must carry the backend's label (hicache.io/backend) for the etcd's
+// NetworkPolicy to admit it. A backend without a managed etcd leaves the template as it is.
+func AddEtcdProxy(tmpl *corev1.PodTemplateSpec, cb *hicachev1alpha1.CacheBackend, image string) {
+	addEtcdProxy(tmpl, cb, managedEtcdImage(cb, image), "")
+}
+
 // podRPCAddress is the RPC address a pod of the backend is given: with a managed etcd the
 // proxy beside it (etcd://127.0.0.1:23790), else the address clients use (managedRPCAddress, or
 // an external backend's).
 func podRPCAddress(cb *hicachev1alpha1.CacheBackend, rpcAddress string) string {
 	if cb != nil && managedEtcd(cb) != nil && store.IsEtcd(rpcAddress) {
-		return etcdAddress([]string{etcdProxyAddress})
+		return EtcdProxyAddress
 	}
 	return rpcAddress
 }

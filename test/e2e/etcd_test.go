@@ -57,8 +57,9 @@ spec:
 	if *sts.Spec.Replicas != 1 || c.Image != controllers.DefaultEtcdImage || sts.Spec.ServiceName != "ha-etcd-peers" {
 		t.Errorf("etcd: %d members, image %s, service %s; want 1, %s, ha-etcd-peers", *sts.Spec.Replicas, c.Image, sts.Spec.ServiceName, controllers.DefaultEtcdImage)
 	}
-	if v := sts.Spec.Template.Spec.Volumes; len(v) != 1 || v[0].EmptyDir == nil || v[0].EmptyDir.Medium != corev1.StorageMediumMemory {
-		t.Errorf("etcd volumes %+v, want the spec's emptyDir", v)
+	if v := sts.Spec.Template.Spec.Volumes; len(v) != 2 || v[0].Secret == nil || v[0].Secret.SecretName != "ha-etcd-tls" ||
+		v[1].EmptyDir == nil || v[1].EmptyDir.Medium != corev1.StorageMediumMemory {
+		t.Errorf("etcd volumes %+v, want the certificates of Secret ha-etcd-tls and the spec's emptyDir", v)
 	}
 	for _, name := range []string{"ha-etcd", "ha-etcd-peers"} {
 		var svc corev1.Service
