@@ -39,13 +39,16 @@ func etcdTLSHosts(cb *hicachev1alpha1.CacheBackend) etcdtls.Hosts {
 }
 
 // etcdSecretVolume is the etcd's Secret as a volume of the CA certificate and the given items.
+// The files are readable by any user of the pod: the pods of the masters, the stores and the
+// ranks set no fsGroup, and their proxy runs as a user that does not own them. Only the items
+// named are there, never the CA's key.
 func etcdSecretVolume(cb *hicachev1alpha1.CacheBackend, name string, keys ...string) corev1.Volume {
 	items := []corev1.KeyToPath{{Key: etcdtls.KeyCACert, Path: etcdtls.KeyCACert}}
 	for _, k := range keys {
 		items = append(items, corev1.KeyToPath{Key: k, Path: k})
 	}
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-		SecretName: etcdTLSName(cb.Name), Items: items, DefaultMode: ptr.To(int32(0o440))}}}
+		SecretName: etcdTLSName(cb.Name), Items: items, DefaultMode: ptr.To(int32(0o444))}}}
 }
 
 // buildEtcdTLSSecret is the Secret of the bundle, the backend's.
