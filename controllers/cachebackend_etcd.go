@@ -139,6 +139,10 @@ func etcdArgs(cb *hicachev1alpha1.CacheBackend, members int32) []string {
 		"--peer-trusted-ca-file=" + etcdTLSMount + "/" + etcdtls.KeyCACert,
 		"--peer-cert-file=" + etcdTLSMount + "/" + etcdtls.KeyServerCert,
 		"--peer-key-file=" + etcdTLSMount + "/" + etcdtls.KeyServerKey,
+		// A member checks a peer's certificate against the CA; without this it would also
+		// require the certificate's names to resolve to the peer's address, which the wildcard
+		// of the members' names never does (a three-member etcd then never forms).
+		"--peer-skip-client-san-verification=true",
 		"--initial-cluster=" + etcdInitialCluster(cb, members),
 		"--initial-cluster-state=new",
 		// Members of another backend's etcd, should one be reached by mistake, refuse to join.

@@ -165,6 +165,7 @@ func TestBuildEtcdStatefulSet(t *testing.T) {
 				"--peer-trusted-ca-file=/etc/etcd/tls/ca.crt",
 				"--peer-cert-file=/etc/etcd/tls/server.crt",
 				"--peer-key-file=/etc/etcd/tls/server.key",
+				"--peer-skip-client-san-verification=true",
 				"--initial-cluster=" + tc.cluster,
 				"--initial-cluster-state=new",
 				"--initial-cluster-token=default.mc",
