@@ -79,6 +79,9 @@ type CacheBackendReconciler struct {
 	Options  Options
 	Admin    StoreAdmin
 	Clock    clock.PassiveClock
+	// APIReader reads what the operator does not cache: the Secret of a managed etcd's
+	// certificates.
+	APIReader client.Reader
 
 	// probes holds each backend's last probe, so that events between two polls reuse it.
 	probes probeCache
@@ -444,6 +447,11 @@ func (r *CacheBackendReconciler) reconcileMaster(ctx context.Context, cb *hicach
 		}
 	}
 	dep := buildMasterDeployment(cb, image)
+	ca, err := r.etcdCAFingerprint(ctx, cb)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the etcd's certificates: %w", err)
+	}
+	addEtcdProxy(&dep.Spec.Template, cb, managedEtcdImage(cb, r.Options.DefaultEtcdImage), ca)
 	if _, err := a.apply(ctx, dep, &appsv1.Deployment{}); err != nil {
 		return nil, false, err
 	}

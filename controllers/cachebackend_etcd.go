@@ -19,14 +19,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/etcdtls"
 )
 
 // The managed etcd of a backend's HA masters (spec.mooncake.managed.ha.etcd.managed): a
 // StatefulSet of etcd members with stable names, their peers found through a headless Service,
-// a client Service the masters and the clients are given as etcd://, and a NetworkPolicy. The
-// operator never talks to this etcd: it builds the objects, and counts the Ready members from
-// the StatefulSet's status. Members are not added or removed (the API refuses a change of
-// replicas), so the initial cluster is always the full set.
+// a client Service, a NetworkPolicy, and a Secret of certificates (etcdtls). The members serve
+// clients and each other with mutual TLS only: a pod without the client certificate is refused,
+// whatever its labels. The pinned mooncake_master and Mooncake client speak only plaintext to
+// etcd (docs/compatibility.md), so every pod the operator gives the etcd (masters, store pods,
+// flush Jobs, serving ranks) runs etcd's gRPC proxy beside it (etcdProxyContainer): it listens on
+// the pod's loopback only and holds the client certificate, and the pod is given etcd://
+// 127.0.0.1:23790. The operator never talks to this etcd: it builds the objects, and counts the
+// Ready members from the StatefulSet's status. Members are not added or removed (the API
+// refuses a change of replicas), so the initial cluster is always the full set.
 
 const (
 	// etcdClientPort, etcdPeerPort and etcdMetricsPort are etcd's own defaults (the metrics
@@ -43,7 +49,19 @@ const (
 	// key for every batch of puts and removals, and without compaction the database would grow
 	// to its quota (2 GiB), after which etcd refuses writes and no leader can be elected.
 	etcdCompactionRetention = "10m"
+	// etcdTLSMount is where a member reads its certificates, etcdClientTLSMount where a proxy
+	// reads the client certificate.
+	etcdTLSMount       = "/etc/etcd/tls"
+	etcdClientTLSMount = "/etc/etcd/client"
+	// etcdProxyPort is where the proxy listens, on the pod's loopback (the gRPC proxy's default).
+	etcdProxyPort = 23790
+	// annotationEtcdCA names the CA a pod's etcd or proxy was started with: a new CA rolls the
+	// pods (etcd reads its trusted CA once; the leaves it reads again at every handshake).
+	annotationEtcdCA = "hicache.io/etcd-ca"
 )
+
+// etcdProxyAddress is what a pod with the proxy is given as its etcd.
+var etcdProxyAddress = fmt.Sprintf("127.0.0.1:%d", etcdProxyPort)
 
 // etcdDefaultRequests are a member's requests when spec.mooncake.managed.ha.etcd.managed.resources
 // sets none: about 40 MiB of memory and a few millicores were measured for a member under three
@@ -63,6 +81,9 @@ func managedEtcd(cb *hicachev1alpha1.CacheBackend) *hicachev1alpha1.ManagedEtcd 
 
 // etcdName is the StatefulSet of a backend's etcd and its client Service.
 func etcdName(cb string) string { return cb + "-etcd" }
+
+// etcdTLSName is the Secret of the etcd's certificates.
+func etcdTLSName(cb string) string { return cb + "-etcd-tls" }
 
 // etcdPeersName is the headless Service that names each member (<pod>.<cb>-etcd-peers).
 func etcdPeersName(cb string) string { return cb + "-etcd-peers" }
@@ -91,7 +112,7 @@ func etcdInitialCluster(cb *hicachev1alpha1.CacheBackend, members int32) string 
 	parts := make([]string, 0, members)
 	for i := range members {
 		pod := etcdName(cb.Name) + "-" + strconv.Itoa(int(i))
-		parts = append(parts, fmt.Sprintf("%s=http://%s:%d", pod, etcdMemberHost(cb, pod), etcdPeerPort))
+		parts = append(parts, fmt.Sprintf("%s=https://%s:%d", pod, etcdMemberHost(cb, pod), etcdPeerPort))
 	}
 	return strings.Join(parts, ",")
 }
@@ -103,11 +124,25 @@ func etcdArgs(cb *hicachev1alpha1.CacheBackend, members int32) []string {
 	return []string{
 		"--name=$(POD_NAME)",
 		"--data-dir=" + etcdDataMount + "/data",
-		fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", etcdClientPort),
-		fmt.Sprintf("--advertise-client-urls=http://%s:%d", self, etcdClientPort),
-		fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", etcdPeerPort),
-		fmt.Sprintf("--initial-advertise-peer-urls=http://%s:%d", self, etcdPeerPort),
+		fmt.Sprintf("--listen-client-urls=https://0.0.0.0:%d", etcdClientPort),
+		fmt.Sprintf("--advertise-client-urls=https://%s:%d", self, etcdClientPort),
+		fmt.Sprintf("--listen-peer-urls=https://0.0.0.0:%d", etcdPeerPort),
+		fmt.Sprintf("--initial-advertise-peer-urls=https://%s:%d", self, etcdPeerPort),
+		// The probes' port stays plain HTTP: it serves health and metrics, no keys.
 		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", etcdMetricsPort),
+		// Clients and peers present a certificate of the backend's CA, or are refused.
+		"--client-cert-auth=true",
+		"--trusted-ca-file=" + etcdTLSMount + "/" + etcdtls.KeyCACert,
+		"--cert-file=" + etcdTLSMount + "/" + etcdtls.KeyServerCert,
+		"--key-file=" + etcdTLSMount + "/" + etcdtls.KeyServerKey,
+		"--peer-client-cert-auth=true",
+		"--peer-trusted-ca-file=" + etcdTLSMount + "/" + etcdtls.KeyCACert,
+		"--peer-cert-file=" + etcdTLSMount + "/" + etcdtls.KeyServerCert,
+		"--peer-key-file=" + etcdTLSMount + "/" + etcdtls.KeyServerKey,
+		// A member checks a peer's certificate against the CA; without this it would also
+		// require the certificate's names to resolve to the peer's address, which the wildcard
+		// of the members' names never does (a three-member etcd then never forms).
+		"--peer-skip-client-san-verification=true",
 		"--initial-cluster=" + etcdInitialCluster(cb, members),
 		"--initial-cluster-state=new",
 		// Members of another backend's etcd, should one be reached by mistake, refuse to join.
@@ -129,7 +164,7 @@ func etcdResources(e *hicachev1alpha1.ManagedEtcd) corev1.ResourceRequirements {
 // majority has formed the cluster), rolled one at a time, each with its data on a claim of its
 // own or an emptyDir, spread over nodes where possible, and meeting the restricted Pod Security
 // level with a read-only root.
-func buildEtcdStatefulSet(cb *hicachev1alpha1.CacheBackend, image string) *appsv1.StatefulSet {
+func buildEtcdStatefulSet(cb *hicachev1alpha1.CacheBackend, image, caFingerprint string) *appsv1.StatefulSet {
 	e := managedEtcd(cb)
 	members := etcdMembers(e)
 	labels := backendLabels(cb, "etcd")
@@ -157,7 +192,7 @@ func buildEtcdStatefulSet(cb *hicachev1alpha1.CacheBackend, image string) *appsv
 			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
 			Selector:            &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{annotationEtcdCA: caFingerprint}},
 				Spec: corev1.PodSpec{
 					SecurityContext: podSec,
 					NodeSelector:    nodeSelector,
@@ -191,8 +226,10 @@ func buildEtcdStatefulSet(cb *hicachev1alpha1.CacheBackend, image string) *appsv
 						LivenessProbe:   liveness,
 						Resources:       etcdResources(e),
 						SecurityContext: sec,
-						VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: etcdDataMount}},
+						VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: etcdDataMount},
+							{Name: "tls", MountPath: etcdTLSMount, ReadOnly: true}},
 					}},
+					Volumes: []corev1.Volume{etcdSecretVolume(cb, "tls", etcdtls.KeyServerCert, etcdtls.KeyServerKey)},
 				},
 			},
 		},
@@ -219,7 +256,7 @@ func buildEtcdStatefulSet(cb *hicachev1alpha1.CacheBackend, image string) *appsv
 		if s.EmptyDir != nil {
 			dir = *s.EmptyDir.DeepCopy()
 		}
-		sts.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &dir}}}
+		sts.Spec.Template.Spec.Volumes = append(sts.Spec.Template.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &dir}})
 	}
 	return sts
 }
@@ -347,13 +384,17 @@ func (r *CacheBackendReconciler) reconcileEtcd(ctx context.Context, cb *hicachev
 	if image == "" {
 		image = r.Options.DefaultEtcdImage
 	}
+	bundle, err := r.reconcileEtcdTLS(ctx, cb)
+	if err != nil {
+		return err
+	}
 	a := applier{r.Client}
 	for _, o := range []client.Object{buildEtcdPeersService(cb), buildEtcdClientService(cb), buildEtcdNetworkPolicy(cb)} {
 		if _, err := a.apply(ctx, o, newEmpty(o)); err != nil {
 			return err
 		}
 	}
-	desired := buildEtcdStatefulSet(cb, image)
+	desired := buildEtcdStatefulSet(cb, image, etcdtls.CAFingerprint(bundle))
 	if _, err := a.apply(ctx, desired, &appsv1.StatefulSet{}); err != nil {
 		return err
 	}
@@ -371,7 +412,8 @@ func (r *CacheBackendReconciler) reconcileEtcd(ctx context.Context, cb *hicachev
 
 // removeEtcd deletes the managed etcd's objects of a backend that no longer asks for one (its
 // masters left HA, or moved to an existing etcd). Only objects the backend controls are deleted;
-// the claims go with the StatefulSet (its retention policy).
+// the claims go with the StatefulSet (its retention policy). The Secret of its certificates stays
+// until the backend goes (it is the backend's): a backend that runs a managed etcd again reuses it.
 func (r *CacheBackendReconciler) removeEtcd(ctx context.Context, cb *hicachev1alpha1.CacheBackend) error {
 	objs := []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}}
 	names := []string{etcdName(cb.Name), etcdName(cb.Name), etcdPeersName(cb.Name), etcdName(cb.Name)}

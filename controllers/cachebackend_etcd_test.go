@@ -37,7 +37,8 @@ func claimStorage(size, class string) hicachev1alpha1.EtcdStorage {
 	return hicachev1alpha1.EtcdStorage{Size: ptr.To(resource.MustParse(size)), StorageClassName: class}
 }
 
-// The masters and every client of a backend on a managed etcd are given its client Service.
+// A backend on a managed etcd publishes its client Service (status, store id); its masters and
+// store pods reach it through the proxy beside them, on their loopback.
 func TestManagedEtcdEndpoints(t *testing.T) {
 	cb := withStore(withManagedEtcd(managedBackend("mc"), 3, 1, emptyDirStorage()))
 	const want = "mc-etcd.default.svc:2379"
@@ -48,11 +49,11 @@ func TestManagedEtcdEndpoints(t *testing.T) {
 		t.Errorf("clients' master address %q, want etcd://%s", got, want)
 	}
 	args := buildMasterDeployment(cb, "img").Spec.Template.Spec.Containers[0].Args
-	if !slices.Contains(args, "--ha_backend_connstring="+want) {
-		t.Errorf("master args %q do not name the managed etcd", args)
+	if !slices.Contains(args, "--ha_backend_connstring=127.0.0.1:23790") {
+		t.Errorf("master args %q do not name the proxy to the managed etcd", args)
 	}
-	if env, _ := envValue(buildStoreStatefulSet(cb, "img", 1).Spec.Template.Spec.Containers[0].Env, "MOONCAKE_MASTER"); env.Value != "etcd://"+want {
-		t.Errorf("store pods' MOONCAKE_MASTER %q, want etcd://%s", env.Value, want)
+	if env, _ := envValue(buildStoreStatefulSet(cb, "img", 1).Spec.Template.Spec.Containers[0].Env, "MOONCAKE_MASTER"); env.Value != "etcd://127.0.0.1:23790" {
+		t.Errorf("store pods' MOONCAKE_MASTER %q, want the proxy etcd://127.0.0.1:23790", env.Value)
 	}
 	if id := storeIDOf(cb); id != "etcd://mc-etcd.default.svc.cluster.local:2379#default.mc" {
 		t.Errorf("store id %q does not name the managed etcd and the masters' cluster id", id)
@@ -80,7 +81,7 @@ func TestBuildEtcdStatefulSet(t *testing.T) {
 		"one member on emptyDir": {
 			cb:        withManagedEtcd(managedBackend("mc"), 3, 1, emptyDirStorage()),
 			members:   1,
-			cluster:   "mc-etcd-0=http://mc-etcd-0.mc-etcd-peers.default.svc:2380",
+			cluster:   "mc-etcd-0=https://mc-etcd-0.mc-etcd-peers.default.svc:2380",
 			emptyDir:  &corev1.EmptyDirVolumeSource{},
 			resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}},
 		},
@@ -88,7 +89,7 @@ func TestBuildEtcdStatefulSet(t *testing.T) {
 			cb: withManagedEtcd(managedBackend("mc"), 3, 1, hicachev1alpha1.EtcdStorage{EmptyDir: &corev1.EmptyDirVolumeSource{
 				Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("256Mi"))}}),
 			members:   1,
-			cluster:   "mc-etcd-0=http://mc-etcd-0.mc-etcd-peers.default.svc:2380",
+			cluster:   "mc-etcd-0=https://mc-etcd-0.mc-etcd-peers.default.svc:2380",
 			emptyDir:  &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("256Mi"))},
 			resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}},
 		},
@@ -102,8 +103,8 @@ func TestBuildEtcdStatefulSet(t *testing.T) {
 				return cb
 			}(),
 			members: 3,
-			cluster: "mc-etcd-0=http://mc-etcd-0.mc-etcd-peers.default.svc:2380,mc-etcd-1=http://mc-etcd-1.mc-etcd-peers.default.svc:2380," +
-				"mc-etcd-2=http://mc-etcd-2.mc-etcd-peers.default.svc:2380",
+			cluster: "mc-etcd-0=https://mc-etcd-0.mc-etcd-peers.default.svc:2380,mc-etcd-1=https://mc-etcd-1.mc-etcd-peers.default.svc:2380," +
+				"mc-etcd-2=https://mc-etcd-2.mc-etcd-peers.default.svc:2380",
 			claim: &corev1.PersistentVolumeClaimSpec{
 				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				StorageClassName: ptr.To("fast"),
@@ -117,9 +118,9 @@ func TestBuildEtcdStatefulSet(t *testing.T) {
 		"five members on claims of the default class": {
 			cb:      withManagedEtcd(managedBackend("mc"), 2, 5, claimStorage("1Gi", "")),
 			members: 5,
-			cluster: "mc-etcd-0=http://mc-etcd-0.mc-etcd-peers.default.svc:2380,mc-etcd-1=http://mc-etcd-1.mc-etcd-peers.default.svc:2380," +
-				"mc-etcd-2=http://mc-etcd-2.mc-etcd-peers.default.svc:2380,mc-etcd-3=http://mc-etcd-3.mc-etcd-peers.default.svc:2380," +
-				"mc-etcd-4=http://mc-etcd-4.mc-etcd-peers.default.svc:2380",
+			cluster: "mc-etcd-0=https://mc-etcd-0.mc-etcd-peers.default.svc:2380,mc-etcd-1=https://mc-etcd-1.mc-etcd-peers.default.svc:2380," +
+				"mc-etcd-2=https://mc-etcd-2.mc-etcd-peers.default.svc:2380,mc-etcd-3=https://mc-etcd-3.mc-etcd-peers.default.svc:2380," +
+				"mc-etcd-4=https://mc-etcd-4.mc-etcd-peers.default.svc:2380",
 			claim: &corev1.PersistentVolumeClaimSpec{
 				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
@@ -129,7 +130,7 @@ func TestBuildEtcdStatefulSet(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			sts := buildEtcdStatefulSet(tc.cb, "etcd:test")
+			sts := buildEtcdStatefulSet(tc.cb, "etcd:test", "ca1")
 			if sts.Name != "mc-etcd" || ptr.Deref(sts.Spec.Replicas, 0) != tc.members || sts.Spec.ServiceName != "mc-etcd-peers" {
 				t.Errorf("StatefulSet %s, %d replicas, service %s; want mc-etcd, %d, mc-etcd-peers", sts.Name, ptr.Deref(sts.Spec.Replicas, 0), sts.Spec.ServiceName, tc.members)
 			}
@@ -151,11 +152,20 @@ func TestBuildEtcdStatefulSet(t *testing.T) {
 			wantArgs := []string{
 				"--name=$(POD_NAME)",
 				"--data-dir=/var/lib/etcd/data",
-				"--listen-client-urls=http://0.0.0.0:2379",
-				"--advertise-client-urls=http://$(POD_NAME).mc-etcd-peers.default.svc:2379",
-				"--listen-peer-urls=http://0.0.0.0:2380",
-				"--initial-advertise-peer-urls=http://$(POD_NAME).mc-etcd-peers.default.svc:2380",
+				"--listen-client-urls=https://0.0.0.0:2379",
+				"--advertise-client-urls=https://$(POD_NAME).mc-etcd-peers.default.svc:2379",
+				"--listen-peer-urls=https://0.0.0.0:2380",
+				"--initial-advertise-peer-urls=https://$(POD_NAME).mc-etcd-peers.default.svc:2380",
 				"--listen-metrics-urls=http://0.0.0.0:2381",
+				"--client-cert-auth=true",
+				"--trusted-ca-file=/etc/etcd/tls/ca.crt",
+				"--cert-file=/etc/etcd/tls/server.crt",
+				"--key-file=/etc/etcd/tls/server.key",
+				"--peer-client-cert-auth=true",
+				"--peer-trusted-ca-file=/etc/etcd/tls/ca.crt",
+				"--peer-cert-file=/etc/etcd/tls/server.crt",
+				"--peer-key-file=/etc/etcd/tls/server.key",
+				"--peer-skip-client-san-verification=true",
 				"--initial-cluster=" + tc.cluster,
 				"--initial-cluster-state=new",
 				"--initial-cluster-token=default.mc",
@@ -201,9 +211,24 @@ func TestBuildEtcdStatefulSet(t *testing.T) {
 			if a := pod.Affinity; a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
 				t.Error("members are not spread over nodes")
 			}
-			if m := c.VolumeMounts; len(m) != 1 || m[0].Name != "data" || m[0].MountPath != "/var/lib/etcd" {
-				t.Errorf("volume mounts %+v", m)
+			if m := c.VolumeMounts; len(m) != 2 || m[0].Name != "data" || m[0].MountPath != "/var/lib/etcd" ||
+				m[1].Name != "tls" || m[1].MountPath != "/etc/etcd/tls" || !m[1].ReadOnly {
+				t.Errorf("volume mounts %+v, want the data and the certificates read-only", m)
 			}
+			// The members mount the CA certificate and their own certificate, never the CA's key
+			// or the client certificate.
+			tls := pod.Volumes[0]
+			var items []string
+			for _, it := range tls.Secret.Items {
+				items = append(items, it.Key)
+			}
+			if tls.Name != "tls" || tls.Secret.SecretName != "mc-etcd-tls" || !slices.Equal(items, []string{"ca.crt", "server.crt", "server.key"}) {
+				t.Errorf("certificate volume %+v (items %q), want ca.crt, server.crt and server.key of Secret mc-etcd-tls", tls, items)
+			}
+			if a := sts.Spec.Template.Annotations["hicache.io/etcd-ca"]; a != "ca1" {
+				t.Errorf("the pods name the CA %q, want ca1 (a new CA rolls them)", a)
+			}
+			pod.Volumes = pod.Volumes[1:]
 			switch {
 			case tc.claim != nil:
 				if len(sts.Spec.VolumeClaimTemplates) != 1 || len(pod.Volumes) != 0 {
@@ -235,7 +260,7 @@ func TestBuildEtcdStatefulSet(t *testing.T) {
 // the client Service reaches the Ready members' client port, at the address the masters get.
 func TestEtcdServices(t *testing.T) {
 	cb := withManagedEtcd(managedBackend("mc"), 3, 3, claimStorage("1Gi", ""))
-	sts := buildEtcdStatefulSet(cb, "img")
+	sts := buildEtcdStatefulSet(cb, "img", "ca1")
 	tmpl := labels.Set(sts.Spec.Template.Labels)
 	peers, clients := buildEtcdPeersService(cb), buildEtcdClientService(cb)
 	if peers.Name != sts.Spec.ServiceName || peers.Spec.ClusterIP != corev1.ClusterIPNone || !peers.Spec.PublishNotReadyAddresses {
@@ -275,12 +300,12 @@ func TestEtcdNetworkPolicy(t *testing.T) {
 	o := makeHCD("o").TP(4).Storage("other").Obj()
 	flush := buildFlushJob(NamespaceFlushRequest{Flush: testFlush("f", hicachev1alpha1.FlushScopeNamespace), Backend: cb, Prefix: "hc-1_", Image: "img", Attempt: 1})
 	cast := map[string]testutil.PolicyPod{
-		"mc etcd":                            podIn("default", buildEtcdStatefulSet(cb, "img").Spec.Template.Labels),
+		"mc etcd":                            podIn("default", buildEtcdStatefulSet(cb, "img", "ca1").Spec.Template.Labels),
 		"mc master":                          podIn("default", buildMasterDeployment(cb, "img").Spec.Template.Labels),
 		"mc store":                           podIn("default", buildStoreStatefulSet(cb, "img", 1).Spec.Template.Labels),
 		"q on mc":                            podIn("default", mustBuildGroup(t, q, 0).Spec.Template.Labels),
 		"mc flush job":                       podIn("default", flush.Spec.Template.Labels),
-		"other etcd":                         podIn("default", buildEtcdStatefulSet(other, "img").Spec.Template.Labels),
+		"other etcd":                         podIn("default", buildEtcdStatefulSet(other, "img", "ca1").Spec.Template.Labels),
 		"other master":                       podIn("default", buildMasterDeployment(other, "img").Spec.Template.Labels),
 		"o on other":                         podIn("default", mustBuildGroup(t, o, 0).Spec.Template.Labels),
 		"operator":                           podIn(testOperatorNS, OperatorPodLabels),

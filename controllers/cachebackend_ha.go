@@ -102,7 +102,7 @@ func masterHAArgs(cb *hicachev1alpha1.CacheBackend) []string {
 	return []string{
 		"--enable_ha=true",
 		"--ha_backend_type=etcd",
-		"--ha_backend_connstring=" + strings.Join(haEtcdEndpoints(cb), ";"),
+		"--ha_backend_connstring=" + strings.Join(haClientEndpoints(cb), ";"),
 		"--cluster_id=" + haClusterID(cb),
 		"--enable_oplog=" + strconv.FormatBool(replicateMetadata(ha)),
 	}

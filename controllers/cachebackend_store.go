@@ -96,7 +96,7 @@ func buildStoreStatefulSet(cb *hicachev1alpha1.CacheBackend, image string, repli
 	env := []corev1.EnvVar{
 		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 		// The master Service, or with HA the etcd where the store finds the leader.
-		{Name: "MOONCAKE_MASTER", Value: managedRPCAddress(cb)},
+		{Name: "MOONCAKE_MASTER", Value: podRPCAddress(cb, managedRPCAddress(cb))},
 		{Name: "MOONCAKE_TE_META_DATA_SERVER", Value: cb.Spec.Mooncake.MetadataServer},
 		{Name: "MOONCAKE_GLOBAL_SEGMENT_SIZE", Value: strconv.FormatInt(s.SegmentSize.Value(), 10)},
 		{Name: "MOONCAKE_LOCAL_BUFFER_SIZE", Value: strconv.FormatInt(storeLocalBuffer(s), 10)},
@@ -191,6 +191,11 @@ func (r *CacheBackendReconciler) reconcileStores(ctx context.Context, cb *hicach
 		image = r.Options.DefaultMooncakeImage
 	}
 	desired := buildStoreStatefulSet(cb, image, plan.replicas)
+	ca, err := r.etcdCAFingerprint(ctx, cb)
+	if err != nil {
+		return 0, fmt.Errorf("reading the etcd's certificates: %w", err)
+	}
+	addEtcdProxy(&desired.Spec.Template, cb, managedEtcdImage(cb, r.Options.DefaultEtcdImage), ca)
 	if _, err := (applier{r.Client}).apply(ctx, desired, &appsv1.StatefulSet{}); err != nil {
 		return 0, err
 	}

@@ -567,7 +567,7 @@ func (r *CacheFlushReconciler) execute(ctx context.Context, cf *hicachev1alpha1.
 	}
 	res, done, err := r.Flusher.FlushNamespace(ctx, NamespaceFlushRequest{
 		Flush: cf, Backend: cb, Endpoints: ep, Prefix: cf.Spec.Namespace + "_", Force: force,
-		Image: image, Attempt: n, Deadline: p.AttemptTimeout,
+		Image: image, EtcdImage: managedEtcdImage(cb, r.Options.DefaultEtcdImage), Attempt: n, Deadline: p.AttemptTimeout,
 	})
 	if err != nil {
 		reason := hicachev1alpha1.ReasonBackendUnreachable

@@ -33,6 +33,8 @@ type NamespaceFlushRequest struct {
 	Prefix    string
 	Force     bool
 	Image     string
+	// EtcdImage runs the proxy to a managed etcd (etcdProxyContainer).
+	EtcdImage string
 	Attempt   int32
 	// Deadline bounds the attempt: the Job's activeDeadlineSeconds, or the local script's run.
 	Deadline time.Duration
@@ -80,7 +82,7 @@ func buildFlushJob(req NamespaceFlushRequest) *batchv1.Job {
 	if deadline <= 0 {
 		deadline = int64(defaultFlushPolicy.AttemptTimeout / time.Second)
 	}
-	return &batchv1.Job{
+	job := &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: jobName(cf.Name, req.Attempt), Namespace: cf.Namespace, Labels: labels,
@@ -107,7 +109,7 @@ func buildFlushJob(req NamespaceFlushRequest) *batchv1.Job {
 						Command: []string{"sh", "-c", `python3 -c "$FLUSH_SCRIPT" > /dev/termination-log; rc=$?; cat /dev/termination-log; exit $rc`},
 						Env: append([]corev1.EnvVar{
 							{Name: "FLUSH_SCRIPT", Value: flushjob.Script},
-							{Name: flushjob.EnvMaster, Value: req.Endpoints.RPCAddress},
+							{Name: flushjob.EnvMaster, Value: podRPCAddress(req.Backend, req.Endpoints.RPCAddress)},
 							// No admin URL: the operator counts what is left itself, and the
 							// backend's NetworkPolicy admits only the operator to the admin port.
 							{Name: flushjob.EnvMetadataServer, Value: req.Endpoints.MetadataServer},
@@ -123,6 +125,8 @@ func buildFlushJob(req NamespaceFlushRequest) *batchv1.Job {
 			},
 		},
 	}
+	addEtcdProxy(&job.Spec.Template, req.Backend, req.EtcdImage, "")
+	return job
 }
 
 // FlushNamespace creates the attempt's Job if needed and reports its outcome once it ends.

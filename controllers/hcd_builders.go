@@ -353,6 +353,11 @@ func buildRoleGroup(hcd *hicachev1alpha1.HiCacheDeployment, sr *servingRole, be 
 	for i := range spec.Template.InitContainers {
 		initContainers = append(initContainers, *spec.Template.InitContainers[i].DeepCopy())
 	}
+	if be != nil && be.EtcdProxy != nil {
+		// The proxy to the backend's managed etcd starts before the ranks and runs beside them.
+		initContainers = append([]corev1.Container{*be.EtcdProxy.Container.DeepCopy()}, initContainers...)
+		volumes = append(volumes, *be.EtcdProxy.Volume.DeepCopy())
+	}
 	podSpec := corev1.PodSpec{
 		InitContainers:            initContainers,
 		Containers:                containers,

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/internal/etcdtls"
 	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 )
@@ -321,15 +322,23 @@ func (r *HiCacheDeploymentReconciler) backendEndpoints(ctx context.Context, hcd 
 		}
 		return nil, nil, &conditionError{hicachev1alpha1.ReasonBackendNotReady, msg + "; serving groups start once it is"}
 	}
-	return backendOf(name, cb.Status.Endpoints), &cb, nil
+	return backendOf(&cb, cb.Status.Endpoints, r.Options.DefaultEtcdImage), &cb, nil
 }
 
-// backendOf is what the ranks of a deployment are told of the backend name that publishes ep.
-func backendOf(name string, ep *hicachev1alpha1.BackendEndpoints) *resolve.Backend {
+// backendOf is what the ranks of a deployment are told of the backend cb that publishes ep;
+// etcdImage is the operator's default etcd image, which runs the proxy to a managed etcd.
+func backendOf(cb *hicachev1alpha1.CacheBackend, ep *hicachev1alpha1.BackendEndpoints, etcdImage string) *resolve.Backend {
 	// Ranks ask the master's admin port too (master_metrics_port), which the backend publishes
 	// (none for an external admin URL that names no port: SGLang's default then).
-	return &resolve.Backend{Name: name, RPCAddress: ep.RPCAddress, MetadataServer: ep.MetadataServer,
+	be := &resolve.Backend{Name: cb.Name, RPCAddress: podRPCAddress(cb, ep.RPCAddress), MetadataServer: ep.MetadataServer,
 		ClusterID: ep.ClusterID, MetricsPort: int(ep.MetricsPort)}
+	if be.RPCAddress != ep.RPCAddress {
+		be.EtcdProxy = &resolve.EtcdProxy{
+			Container: etcdProxyContainer(cb, managedEtcdImage(cb, etcdImage)),
+			Volume:    etcdSecretVolume(cb, "etcd-client-tls", etcdtls.KeyClientCert, etcdtls.KeyClientKey),
+		}
+	}
+	return be
 }
 
 // reconcileChildren renders the deployment and applies its ConfigMap and client Service, then

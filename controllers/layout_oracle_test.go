@@ -311,10 +311,10 @@ var knownHoles = []knownHole{}
 // oracleBackends are the CacheBackends a spec may name, Ready with their endpoints.
 func oracleBackends() map[string]*resolve.Backend {
 	return map[string]*resolve.Backend{
-		"mooncake": backendOf("mooncake", &hicachev1alpha1.BackendEndpoints{
-			RPCAddress: "mooncake-master.default.svc:50051", MetadataServer: hicachev1alpha1.DefaultMetadataServer, MetricsPort: 9003}),
-		"mooncake-external": backendOf("mooncake-external", &hicachev1alpha1.BackendEndpoints{
-			RPCAddress: "mooncake-master.storage.svc:50051", MetadataServer: hicachev1alpha1.DefaultMetadataServer}),
+		"mooncake": backendOf(&hicachev1alpha1.CacheBackend{ObjectMeta: metav1.ObjectMeta{Name: "mooncake"}}, &hicachev1alpha1.BackendEndpoints{
+			RPCAddress: "mooncake-master.default.svc:50051", MetadataServer: hicachev1alpha1.DefaultMetadataServer, MetricsPort: 9003}, DefaultEtcdImage),
+		"mooncake-external": backendOf(&hicachev1alpha1.CacheBackend{ObjectMeta: metav1.ObjectMeta{Name: "mooncake-external"}}, &hicachev1alpha1.BackendEndpoints{
+			RPCAddress: "mooncake-master.storage.svc:50051", MetadataServer: hicachev1alpha1.DefaultMetadataServer}, DefaultEtcdImage),
 	}
 }
 

@@ -35,7 +35,7 @@ func policyCast(t *testing.T) map[string]testutil.PolicyPod {
 		"o on other":          podIn("default", mustBuildGroup(t, other, 0).Spec.Template.Labels),
 		"mc store":            podIn("default", buildStoreStatefulSet(cb, "img", 3).Spec.Template.Labels),
 		"mc master":           podIn("default", buildMasterDeployment(cb, "img").Spec.Template.Labels),
-		"mc etcd":             podIn("default", buildEtcdStatefulSet(withManagedEtcd(cb, 3, 1, emptyDirStorage()), "img").Spec.Template.Labels),
+		"mc etcd":             podIn("default", buildEtcdStatefulSet(withManagedEtcd(cb, 3, 1, emptyDirStorage()), "img", "ca1").Spec.Template.Labels),
 		"mc flush job":        podIn("default", flush.Spec.Template.Labels),
 		"operator":            podIn(testOperatorNS, OperatorPodLabels),
 		"operator look-alike": podIn("default", OperatorPodLabels),

@@ -104,7 +104,7 @@ func RenderChildren(hcd *hicachev1alpha1.HiCacheDeployment, cb *hicachev1alpha1.
 		if ep == nil {
 			ep = specEndpoints(cb)
 		}
-		be = backendOf(cb.Name, ep)
+		be = backendOf(cb, ep, opts.DefaultEtcdImage)
 	}
 	res, served, err := resolveServing(hcd)
 	if err != nil {

@@ -39,7 +39,7 @@ func TestRenderChildren(t *testing.T) {
 	// The StatefulSet is the one the controller builds, with the backend's endpoints from its spec
 	// before it is probed.
 	sts := objs[len(objs)-1]
-	built, err := buildGroup(h, mustResolve(t, h), backendOf(cb.Name, specEndpoints(cb)), 0, podImages{SGLang: "sglang:test", Guard: DefaultGuardImage})
+	built, err := buildGroup(h, mustResolve(t, h), backendOf(cb, specEndpoints(cb), DefaultEtcdImage), 0, podImages{SGLang: "sglang:test", Guard: DefaultGuardImage})
 	if err != nil {
 		t.Fatal(err)
 	}

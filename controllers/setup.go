@@ -222,7 +222,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := registerIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	backends := &CacheBackendReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cachebackend-controller"), Options: opts, Admin: opts.Admin}
+	backends := &CacheBackendReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("cachebackend-controller"), Options: opts, Admin: opts.Admin}
 	if err := backends.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -183,9 +183,11 @@ type EtcdEndpoints struct {
 	ClusterID string `json:"clusterID,omitempty"`
 }
 
-// ManagedEtcd is an etcd the operator runs for one backend's HA masters. It speaks plain HTTP
-// and gRPC, as the pinned Mooncake release requires; a NetworkPolicy admits only the backend's
-// pods to its client port and only its members to its peer port.
+// ManagedEtcd is an etcd the operator runs for one backend's HA masters. It serves clients and
+// peers with mutual TLS only, on certificates the operator issues and renews in Secret
+// <backend>-etcd-tls; the masters and clients, whose pinned Mooncake release speaks plaintext to
+// etcd, reach it through etcd's gRPC proxy beside them. A NetworkPolicy admits only the
+// backend's pods to its client port and only its members to its peer port.
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas % 2 == 1",message="spec.mooncake.managed.ha.etcd.managed.replicas must be odd (1, 3 or 5): an even number of members survives no more failures than one member fewer"
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || self.replicas == 1 || has(self.storage.size)",message="spec.mooncake.managed.ha.etcd.managed.storage.emptyDir holds a 1-member etcd only: a member of several whose pod is replaced comes back without its data and cannot rejoin; set storage.size (a PersistentVolumeClaim per member) or replicas 1"
 type ManagedEtcd struct {
@@ -370,6 +372,9 @@ const (
 	// ReasonEtcdNoQuorum: fewer than a majority of the members are Ready: the masters cannot
 	// elect a leader.
 	ReasonEtcdNoQuorum = "EtcdNoQuorum"
+	// ReasonEtcdCertificates: the operator issued or renewed the managed etcd's certificates
+	// (an Event).
+	ReasonEtcdCertificates = "EtcdCertificates"
 )
 
 // Store pod condition type and reasons.

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
 	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
@@ -22,6 +24,16 @@ type Backend struct {
 	MetricsPort    int
 	// ClusterID is the HA masters' cluster id, for an etcd:// RPCAddress ("" otherwise).
 	ClusterID string
+	// EtcdProxy is, for a backend whose masters elect their leader in an etcd the operator
+	// runs, the proxy the rank pods run beside SGLang to reach it with the client certificate;
+	// RPCAddress is then the proxy's loopback address. Nil otherwise.
+	EtcdProxy *EtcdProxy
+}
+
+// EtcdProxy is a sidecar container and the volume of the certificate it presents.
+type EtcdProxy struct {
+	Container corev1.Container
+	Volume    corev1.Volume
 }
 
 // ServerConfig is the SGLang server configuration every rank of one serving group runs.

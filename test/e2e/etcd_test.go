@@ -57,8 +57,9 @@ spec:
 	if *sts.Spec.Replicas != 1 || c.Image != controllers.DefaultEtcdImage || sts.Spec.ServiceName != "ha-etcd-peers" {
 		t.Errorf("etcd: %d members, image %s, service %s; want 1, %s, ha-etcd-peers", *sts.Spec.Replicas, c.Image, sts.Spec.ServiceName, controllers.DefaultEtcdImage)
 	}
-	if v := sts.Spec.Template.Spec.Volumes; len(v) != 1 || v[0].EmptyDir == nil || v[0].EmptyDir.Medium != corev1.StorageMediumMemory {
-		t.Errorf("etcd volumes %+v, want the spec's emptyDir", v)
+	if v := sts.Spec.Template.Spec.Volumes; len(v) != 2 || v[0].Secret == nil || v[0].Secret.SecretName != "ha-etcd-tls" ||
+		v[1].EmptyDir == nil || v[1].EmptyDir.Medium != corev1.StorageMediumMemory {
+		t.Errorf("etcd volumes %+v, want the certificates of Secret ha-etcd-tls and the spec's emptyDir", v)
 	}
 	for _, name := range []string{"ha-etcd", "ha-etcd-peers"} {
 		var svc corev1.Service
@@ -75,8 +76,28 @@ spec:
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ha-master"}, &dep)
 		return err == nil, fmt.Sprint(err)
 	})
-	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--ha_backend_connstring="+endpoint) {
-		t.Errorf("master args %q do not name the managed etcd %s", args, endpoint)
+	// The masters reach the etcd through the proxy beside them, which holds the client
+	// certificate the operator issued into the backend's Secret.
+	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--ha_backend_connstring=127.0.0.1:23790") {
+		t.Errorf("master args %q do not name the proxy to the managed etcd", args)
+	}
+	if ic := dep.Spec.Template.Spec.InitContainers; len(ic) != 1 || ic[0].Name != "etcd-proxy" || !slices.Contains(ic[0].Args, "--endpoints=https://"+endpoint) {
+		t.Errorf("master init containers %+v, want the etcd proxy to https://%s", ic, endpoint)
+	}
+	var certs corev1.Secret
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ha-etcd-tls"}, &certs); err != nil {
+		t.Fatalf("the etcd's certificates: %v", err)
+	}
+	for _, k := range []string{"ca.crt", "ca.key", "server.crt", "server.key", "client.crt", "client.key"} {
+		if len(certs.Data[k]) == 0 {
+			t.Errorf("Secret ha-etcd-tls has no %s", k)
+		}
+	}
+	if !metav1.IsControlledBy(&certs, getCB(t, ns, "ha")) {
+		t.Error("Secret ha-etcd-tls is not the backend's")
+	}
+	if a := sts.Spec.Template.Annotations["hicache.io/etcd-ca"]; a == "" || dep.Spec.Template.Annotations["hicache.io/etcd-ca"] != a {
+		t.Errorf("the etcd pods name CA %q, the masters %q: want one CA named on both", a, dep.Spec.Template.Annotations["hicache.io/etcd-ca"])
 	}
 	eventually(t, time.Minute, "status.etcd counts the Ready member and EtcdReady is True", func() (bool, string) {
 		cb := getCB(t, ns, "ha")
@@ -105,8 +126,8 @@ spec:
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ha-store"}, &store); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := envValue(store.Spec.Template.Spec.Containers[0], "MOONCAKE_MASTER"); v != "etcd://"+endpoint {
-		t.Errorf("store pods' MOONCAKE_MASTER %q, want etcd://%s", v, endpoint)
+	if v, _ := envValue(store.Spec.Template.Spec.Containers[0], "MOONCAKE_MASTER"); v != "etcd://127.0.0.1:23790" {
+		t.Errorf("store pods' MOONCAKE_MASTER %q, want the proxy etcd://127.0.0.1:23790", v)
 	}
 
 	// The members are fixed once the etcd runs.

@@ -50,6 +50,78 @@ func managedEtcdReady(t *testing.T, ns string, members int32) string {
 	return endpoint
 }
 
+// etcdProbeScript talks to the etcd at ETCD (host:port) as a pod without the client certificate
+// would: in plaintext, then in TLS without a certificate, asking GET /version each time, and
+// prints one line per attempt ("plain: ..." and "tls: ...").
+const etcdProbeScript = `
+import os, socket, ssl
+host, port = os.environ["ETCD"].rsplit(":", 1)
+req = b"GET /version HTTP/1.1\r\nHost: etcd\r\nConnection: close\r\n\r\n"
+def read(s):
+    out = b""
+    try:
+        while len(out) < 4096:
+            b = s.recv(4096)
+            if not b:
+                break
+            out += b
+    except Exception as e:
+        return "error " + type(e).__name__ + " " + repr(out[:200])
+    return repr(out[:200])
+s = socket.create_connection((host, int(port)), 10)
+s.sendall(req)
+print("plain:", read(s), flush=True)
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+try:
+    t = ctx.wrap_socket(socket.create_connection((host, int(port)), 10))
+    t.sendall(req)
+    print("tls:", read(t), flush=True)
+except Exception as e:
+    print("tls: error", type(e).__name__, flush=True)
+`
+
+// etcdRefusesWithoutTheCertificate checks, from a pod on the real node that carries the
+// backend's label (so that the etcd's NetworkPolicy, where one is enforced, admits it) and no
+// client certificate, that the managed etcd at endpoint tells it nothing: a plaintext request
+// and a TLS one without a certificate both fail, neither answers etcd's version.
+func etcdRefusesWithoutTheCertificate(t *testing.T, ns, endpoint string) {
+	t.Helper()
+	ctx := context.Background()
+	name := "etcd-no-cert"
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string]string{"probe.py": etcdProbeScript}}
+	if err := k8s.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	job := scriptJob(ns, name, corev1.Container{Name: "probe", Command: []string{"python3", "/scripts/probe.py"},
+		Env: []corev1.EnvVar{{Name: "ETCD", Value: endpoint}}})
+	job.Spec.Template.Labels = map[string]string{hicachev1alpha1.LabelBackend: backendName}
+	if err := k8s.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 2*time.Minute, "the probe without a certificate ran", func() (bool, string) {
+		var j batchv1.Job
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), &j); err != nil {
+			return false, err.Error()
+		}
+		return j.Status.Succeeded > 0 || j.Status.Failed > 0, fmt.Sprintf("%+v", j.Status)
+	})
+	out := jobLog(t, ns, name)
+	logf("%s: a pod without the etcd's client certificate: %s", ns, strings.TrimSpace(out))
+	if !strings.Contains(out, "plain:") || !strings.Contains(out, "tls:") {
+		t.Fatalf("the probe did not run both attempts: %s", out)
+	}
+	if strings.Contains(out, "etcdserver") || strings.Contains(out, "etcdcluster") {
+		t.Errorf("the managed etcd answered a pod without its client certificate: %s", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "tls:") && !strings.Contains(l, "error") {
+			t.Errorf("a TLS client without a certificate was not refused: %s", l)
+		}
+	}
+}
+
 // servingMaster waits for a master pod other than not to serve, and returns its name and when.
 func servingMaster(t *testing.T, ns, not string, timeout time.Duration) (string, time.Time) {
 	t.Helper()

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
+	"github.com/hicache-io/hicache-operator/controllers"
 	"github.com/hicache-io/hicache-operator/internal/mooncake"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
@@ -54,6 +55,7 @@ func TestHAMastersFailOverOnEtcd(t *testing.T) {
 			Managed: &hicachev1alpha1.ManagedEtcd{Storage: hicachev1alpha1.EtcdStorage{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}}
 	})
 	endpoint := managedEtcdReady(t, ns, 1)
+	etcdRefusesWithoutTheCertificate(t, ns, endpoint)
 	clusterID := ns + "." + backendName
 	etcdAddr := "etcd://" + endpoint
 	if ep := cb.Status.Endpoints; ep == nil || ep.RPCAddress != etcdAddr || ep.ClusterID != clusterID {
@@ -87,7 +89,7 @@ func TestHAMastersFailOverOnEtcd(t *testing.T) {
 		for _, e := range p.Spec.Containers[0].Env {
 			env[e.Name] = e.Value
 		}
-		if env["MOONCAKE_MASTER"] != etcdAddr || env["MC_STORE_CLUSTER_ID"] != clusterID {
+		if env["MOONCAKE_MASTER"] != controllers.EtcdProxyAddress || env["MC_STORE_CLUSTER_ID"] != clusterID {
 			t.Errorf("store pod %s: MOONCAKE_MASTER=%q MC_STORE_CLUSTER_ID=%q", p.Name, env["MOONCAKE_MASTER"], env["MC_STORE_CLUSTER_ID"])
 		}
 	}
@@ -98,8 +100,8 @@ func TestHAMastersFailOverOnEtcd(t *testing.T) {
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: resolve.ConfigMapName(h.Name)}, &cm); err != nil {
 		t.Fatal(err)
 	}
-	if all := strings.Join(mapValues(cm.Data), "\n"); !strings.Contains(all, etcdAddr) {
-		t.Errorf("the ranks' config does not name %s:\n%s", etcdAddr, all)
+	if all := strings.Join(mapValues(cm.Data), "\n"); !strings.Contains(all, controllers.EtcdProxyAddress) {
+		t.Errorf("the ranks' config does not name the proxy %s:\n%s", controllers.EtcdProxyAddress, all)
 	}
 	clientEnv := []corev1.EnvVar{{Name: "MC_STORE_CLUSTER_ID", Value: clusterID}}
 	keys := pageKeys(t, h, 40)
