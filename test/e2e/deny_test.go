@@ -122,6 +122,42 @@ func denyCases() []denyCase {
 				h.Spec.SGLang.Image = "registry.example/team/sglang:latest"
 				h.Spec.SGLang.CompatibleRelease = "0.5.23"
 			}, verdict: refusedAtApply, want: "spec.sglang.image: its SGLang release is not read from its tag"},
+
+		// Model identity: a hub model moves under a branch.
+		{name: "hub model at a branch", sample: "hicachedeployment_qwen3.yaml",
+			edit: func(h *hicachev1alpha1.HiCacheDeployment) {
+				h.Spec.Model.Source, h.Spec.Model.Path, h.Spec.Model.Revision = nil, "Qwen/Qwen3-32B", "main"
+			}, verdict: refusedAtApply, want: "spec.model.revision must be a commit (40 lowercase hex characters) when spec.model.path is a hub id"},
+		{name: "hub draft without a revision", sample: "hicachedeployment_qwen3.yaml",
+			edit: func(h *hicachev1alpha1.HiCacheDeployment) {
+				h.Spec.Topology.Draft = &hicachev1alpha1.DraftSpec{Algorithm: "EAGLE3", ModelPath: "org/qwen3-eagle3"}
+			}, verdict: refusedAtApply, want: "spec.topology.draft.revision must be a commit"},
+
+		// Pod parts that can change the bytes SGLang reads.
+		{name: "a claim over SGLang's install", sample: "hicachedeployment_qwen3.yaml",
+			edit: func(h *hicachev1alpha1.HiCacheDeployment) {
+				h.Spec.Template.Volumes = append(h.Spec.Template.Volumes, corev1.Volume{Name: "patch",
+					VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "sglang-patch", ReadOnly: true}}})
+				h.Spec.Template.VolumeMounts = append(h.Spec.Template.VolumeMounts, corev1.VolumeMount{Name: "patch", MountPath: "/sgl-workspace", ReadOnly: true})
+			}, verdict: breaking, want: "mount /sgl-workspace"},
+		{name: "scratch space at /tmp", sample: "hicachedeployment_qwen3.yaml",
+			edit: func(h *hicachev1alpha1.HiCacheDeployment) {
+				h.Spec.Template.Volumes = append(h.Spec.Template.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+				h.Spec.Template.VolumeMounts = append(h.Spec.Template.VolumeMounts, corev1.VolumeMount{Name: "scratch", MountPath: "/tmp"})
+			}, verdict: kept},
+		{name: "a sidecar writing what SGLang reads", sample: "hicachedeployment_qwen3.yaml",
+			edit: func(h *hicachev1alpha1.HiCacheDeployment) {
+				h.Spec.Template.Volumes = append(h.Spec.Template.Volumes, corev1.Volume{Name: "templates", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+				h.Spec.Template.VolumeMounts = append(h.Spec.Template.VolumeMounts, corev1.VolumeMount{Name: "templates", MountPath: "/etc/templates"})
+				h.Spec.Template.Containers = []corev1.Container{{Name: "sync", Image: "busybox",
+					VolumeMounts: []corev1.VolumeMount{{Name: "templates", MountPath: "/out"}}}}
+			}, verdict: refusedByOperator, want: `mounts volume "templates" writable`},
+		{name: "a file flag on a volume made at run time", sample: "hicachedeployment_qwen3.yaml",
+			edit: func(h *hicachev1alpha1.HiCacheDeployment) {
+				h.Spec.Template.Volumes = append(h.Spec.Template.Volumes, corev1.Volume{Name: "templates", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+				h.Spec.Template.VolumeMounts = append(h.Spec.Template.VolumeMounts, corev1.VolumeMount{Name: "templates", MountPath: "/etc/templates"})
+				h.Spec.Template.ExtraArgs = []string{"--chat-template", "/etc/templates/chat.jinja"}
+			}, verdict: refusedByOperator, want: "sets --chat-template /etc/templates/chat.jinja, which SGLang reads, on volume \"templates\""},
 	}
 }
 
