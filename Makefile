@@ -59,6 +59,9 @@ image-sglang-cpu: ## Build the SGLang CPU serving image into bin/images/sglang-c
 .PHONY: test-engine
 test-engine: ## The real SGLang server on CPU in the rank pod on the real node: the stale L3 read with the operator off, and its prevention with it on (about 20 min cold)
 	hack/node-packages.sh
+	hack/tools.sh
+	hack/mooncake.sh
+	hack/sglang-server-venv.sh
 	go run ./cmd/imagebuild
 	go run ./cmd/imagebuild sglang-cpu
 	go test -count=1 -timeout 60m -v $(GO_TEST_FLAGS) ./test/engine/

@@ -13,6 +13,12 @@ PYTHON=${PYTHON:-python3}
 STAMP="${VENV}/.installed-requirements"
 sum() { cat "${ROOT}/hack/sglang/requirements.txt" "${ROOT}/hack/sglang/server-requirements.txt" "${ROOT}"/hack/sglang/cpu/pyproject.toml "${ROOT}"/hack/sglang/cpu/*/*.py | sha256sum | cut -d' ' -f1; }
 log() { printf '[sglang-server-venv %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf '[sglang-server-venv %s] error: %s\n' "$(date +%H:%M:%S)" "$*" >&2; exit 1; }
+# shellcheck source=hack/lib/apt.sh
+source "${ROOT}/hack/lib/apt.sh"
+# cmd/imagebuild compiles SGLang's page hash for the CPU image with this venv on the host: a C++
+# compiler, ninja and OpenSSL's headers (the image itself has no compiler).
+apt_ensure_commands g++=g++ ninja=ninja-build /usr/include/openssl/sha.h=libssl-dev
 mkdir -p "${ROOT}/bin"
 exec 9>"${ROOT}/bin/.sglang-server-venv.lock"
 flock 9
