@@ -370,7 +370,7 @@ func flagAfter(argv []string, flag string) (string, bool) {
 // the resolver's message, which names the field, why and what to do.
 func TestPlanRefusesAContainerWritingWhatSGLangReads(t *testing.T) {
 	hcd := edit(t, "qwen3").Obj()
-	hcd.Spec.Model.Path = "/data/qwen3"
+	hcd.Spec.Model.Source, hcd.Spec.Model.Path = nil, "/data/qwen3"
 	hcd.Spec.Template.Volumes = []corev1.Volume{{Name: "weights", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	hcd.Spec.Template.VolumeMounts = []corev1.VolumeMount{{Name: "weights", MountPath: "/data"}}
 	hcd.Spec.Template.InitContainers = []corev1.Container{{Name: "fetch", Image: "s5cmd",
