@@ -41,6 +41,10 @@ func qwen3(t *testing.T, ns string) *hicachev1alpha1.HiCacheDeployment {
 	t.Helper()
 	h := testutil.LoadSample(t, "hicachedeployment_qwen3.yaml")
 	h.Namespace, h.UID, h.Generation = ns, "", 0
+	// The sample reads its weights from a node directory (a hostPath volume), which the Pod
+	// Security level these namespaces enforce refuses; the simulated ranks read no weights, so
+	// they name a directory inside the image instead.
+	h.Spec.Model.Source, h.Spec.Model.Path = nil, "/models/Qwen/Qwen3-32B"
 	h.Spec.Storage.BackendRef.Name = backendName
 	if err := k8s.Create(context.Background(), h); err != nil {
 		t.Fatal(err)
