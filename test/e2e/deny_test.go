@@ -62,6 +62,12 @@ func withEnv(name, value string) func(h *hicachev1alpha1.HiCacheDeployment) {
 	}
 }
 
+// mountEmptyDir mounts a new emptyDir volume into the serving container at path.
+func mountEmptyDir(h *hicachev1alpha1.HiCacheDeployment, name, path string) {
+	h.Spec.Template.Volumes = append(h.Spec.Template.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	h.Spec.Template.VolumeMounts = append(h.Spec.Template.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: path})
+}
+
 func denyCases() []denyCase {
 	return []denyCase{
 		// Environment variables: the DeepSeek-V4 KV layout set by env is a layout fact.
@@ -142,20 +148,17 @@ func denyCases() []denyCase {
 			}, verdict: breaking, want: "mount /sgl-workspace"},
 		{name: "scratch space at /tmp", sample: "hicachedeployment_qwen3.yaml",
 			edit: func(h *hicachev1alpha1.HiCacheDeployment) {
-				h.Spec.Template.Volumes = append(h.Spec.Template.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-				h.Spec.Template.VolumeMounts = append(h.Spec.Template.VolumeMounts, corev1.VolumeMount{Name: "scratch", MountPath: "/tmp"})
+				mountEmptyDir(h, "scratch", "/tmp")
 			}, verdict: kept},
 		{name: "a sidecar writing what SGLang reads", sample: "hicachedeployment_qwen3.yaml",
 			edit: func(h *hicachev1alpha1.HiCacheDeployment) {
-				h.Spec.Template.Volumes = append(h.Spec.Template.Volumes, corev1.Volume{Name: "templates", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-				h.Spec.Template.VolumeMounts = append(h.Spec.Template.VolumeMounts, corev1.VolumeMount{Name: "templates", MountPath: "/etc/templates"})
+				mountEmptyDir(h, "templates", "/etc/templates")
 				h.Spec.Template.Containers = []corev1.Container{{Name: "sync", Image: "busybox",
 					VolumeMounts: []corev1.VolumeMount{{Name: "templates", MountPath: "/out"}}}}
 			}, verdict: refusedByOperator, want: `mounts volume "templates" writable`},
 		{name: "a file flag on a volume made at run time", sample: "hicachedeployment_qwen3.yaml",
 			edit: func(h *hicachev1alpha1.HiCacheDeployment) {
-				h.Spec.Template.Volumes = append(h.Spec.Template.Volumes, corev1.Volume{Name: "templates", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-				h.Spec.Template.VolumeMounts = append(h.Spec.Template.VolumeMounts, corev1.VolumeMount{Name: "templates", MountPath: "/etc/templates"})
+				mountEmptyDir(h, "templates", "/etc/templates")
 				h.Spec.Template.ExtraArgs = []string{"--chat-template", "/etc/templates/chat.jinja"}
 			}, verdict: refusedByOperator, want: "sets --chat-template /etc/templates/chat.jinja, which SGLang reads, on volume \"templates\""},
 	}
@@ -197,7 +200,7 @@ func TestDenyByDefaultCases(t *testing.T) {
 			case breaking, kept:
 				create(t, base)
 				before := waitNamespace(t, ns, base.Name, 0)
-				update(t, base, func(h *hicachev1alpha1.HiCacheDeployment) { tc.edit(h) })
+				update(t, base, tc.edit)
 				after := waitNamespace(t, ns, base.Name, getHCD(t, ns, base.Name).Generation)
 				out := runPluginBinary(t, plugin, "diff", baseFile, variantFile)
 				if out.code != 0 {

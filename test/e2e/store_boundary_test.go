@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,23 +39,7 @@ func TestExternalAdminURLOffTheRPCHostIsRefused(t *testing.T) {
 	for i := range 12 {
 		keys = append(keys, fmt.Sprintf("tenant-b-key-%d", i))
 	}
-	mb.putKeys(t, keys, 4096)
-	before, err := mb.countKeys("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if before != int64(len(keys)) {
-		t.Fatalf("MB holds %d keys, want %d", before, len(keys))
-	}
-	// MB's count is checked however the test ends, so that a failure above says what was lost.
-	defer func() {
-		after, err := mb.countKeys("")
-		if err != nil {
-			t.Errorf("counting MB's keys: %v", err)
-		} else if after != before {
-			t.Errorf("MB held %d keys before namespace A's flushes and %d after", before, after)
-		}
-	}()
+	keysKeptThroughout(t, mb, keys)
 	port := mb.AdminURL[strings.LastIndex(mb.AdminURL, ":")+1:]
 	mbHost := mb.RPCAddr[:strings.LastIndex(mb.RPCAddr, ":")]
 	attacks := []struct{ name, rpc, admin string }{
@@ -116,4 +101,35 @@ func TestExternalAdminURLOffTheRPCHostIsRefused(t *testing.T) {
 	}
 	// B's own backend still works: the rule refuses only what is off the RPC host.
 	waitCondition(t, &hicachev1alpha1.CacheBackend{}, nsB, "mooncake", hicachev1alpha1.ConditionReady, metav1.ConditionTrue, 10*time.Second)
+}
+
+// keysKeptThroughout puts keys on master mb and checks that it holds exactly as many when the
+// test ends, however it ends, so that a failure says what another tenant's attempts removed.
+func keysKeptThroughout(t *testing.T, mb *master, keys []string) {
+	t.Helper()
+	mb.putKeys(t, keys, 4096)
+	before, err := mb.countKeys("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before != int64(len(keys)) {
+		t.Fatalf("the master holds %d keys, want %d", before, len(keys))
+	}
+	t.Cleanup(func() {
+		after, err := mb.countKeys("")
+		if err != nil {
+			t.Errorf("counting the master's keys: %v", err)
+		} else if after != before {
+			t.Errorf("the master held %d keys before the other tenant's attempts and %d after", before, after)
+		}
+	})
+}
+
+// installOverridePolicy installs the admission policy and binding that guard spec.allowInUse,
+// and the role that holds its verb, as config/admission ships them.
+func installOverridePolicy(t *testing.T) {
+	t.Helper()
+	for _, f := range []string{"flush_override_policy.yaml", "flush_override_role.yaml"} {
+		testutil.CreateFromFile(t, k8s, filepath.Join(repo, "config", "admission", f))
+	}
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -99,9 +98,7 @@ func tenantOf(t *testing.T, ns string) client.Client {
 // grant they lack, and MB holds as many keys after as before. Before the Service proof and the
 // loopback rule for etcd://, the ExternalName and the etcd-on-loopback backends were accepted.
 func TestStoreBoundaryAgainstANamespacedTenant(t *testing.T) {
-	for _, f := range []string{"flush_override_policy.yaml", "flush_override_role.yaml"} {
-		testutil.CreateFromFile(t, k8s, filepath.Join(repo, "config", "admission", f))
-	}
+	installOverridePolicy(t)
 	nsB, mb := namespaceWithBackend(t)
 	create(t, dsv4(nsB))
 	waitReadyGroups(t, nsB, "dsv4", 1)
@@ -110,22 +107,7 @@ func TestStoreBoundaryAgainstANamespacedTenant(t *testing.T) {
 	for i := range 8 {
 		keys = append(keys, fmt.Sprintf("tenant-b-key-%d", i))
 	}
-	mb.putKeys(t, keys, 4096)
-	before, err := mb.countKeys("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if before != int64(len(keys)) {
-		t.Fatalf("MB holds %d keys, want %d", before, len(keys))
-	}
-	defer func() {
-		after, err := mb.countKeys("")
-		if err != nil {
-			t.Errorf("counting MB's keys: %v", err)
-		} else if after != before {
-			t.Errorf("MB held %d keys before namespace A's attempts and %d after", before, after)
-		}
-	}()
+	keysKeptThroughout(t, mb, keys)
 
 	nsA := newNamespace(t)
 	tenant := tenantOf(t, nsA)
@@ -268,9 +250,7 @@ func TestStoreBoundaryAgainstANamespacedTenant(t *testing.T) {
 // administrator's ClusterCacheStoreGrant of the store sets allowCrossNamespaceOverride for both
 // namespaces: before, it waits saying so; after, it removes what B's running deployment uses.
 func TestCrossNamespaceOverrideNeedsAClusterGrant(t *testing.T) {
-	for _, f := range []string{"flush_override_policy.yaml", "flush_override_role.yaml"} {
-		testutil.CreateFromFile(t, k8s, filepath.Join(repo, "config", "admission", f))
-	}
+	installOverridePolicy(t)
 	nsB, mb := namespaceWithBackend(t)
 	create(t, dsv4(nsB))
 	waitReadyGroups(t, nsB, "dsv4", 1)

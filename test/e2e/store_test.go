@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -237,9 +236,7 @@ func TestTwoSpellingsOfOneMasterAreOneStore(t *testing.T) {
 // A user who holds the override verb flushes what is in use, with spec.allowInUse; one who only
 // may create CacheFlushes is refused at admission.
 func TestOverrideFlushesWhatIsInUse(t *testing.T) {
-	for _, f := range []string{"flush_override_policy.yaml", "flush_override_role.yaml"} {
-		testutil.CreateFromFile(t, k8s, filepath.Join(repo, "config", "admission", f))
-	}
+	installOverridePolicy(t)
 	ns, m := namespaceWithBackend(t)
 	create(t, dsv4(ns))
 	waitReadyGroups(t, ns, "dsv4", 1)
