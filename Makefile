@@ -26,7 +26,7 @@ generate: ## Regenerate deepcopy, CRDs, RBAC and the chart's copies of them
 	hack/tools.sh controller-gen
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true rbac:roleName=manager-role \
-	  paths=./api/... paths=./controllers/... \
+	  paths=./api/... paths=./internal/controller/... \
 	  output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	hack/sync-chart.sh
 	hack/api-docs.sh >/dev/null

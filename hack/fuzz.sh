@@ -19,8 +19,8 @@ export GOTOOLCHAIN=${FUZZ_GOTOOLCHAIN:-go1.27.3}
 # packages takes about 18 minutes cold on two cores and which then runs a few objects a second;
 # TestAPIRoundTrip puts 1,800 random objects through the same checks in every go test. Run it
 # with FUZZ=FuzzAPIRoundTrip FUZZ_SKIP= FUZZTIME=10m make fuzz.
-# FuzzLayoutOracle (./controllers) renders spec pairs with the controller's own builders, so its
-# coverage-instrumented build takes the controllers package's dependencies (about 10 minutes cold
+# FuzzLayoutOracle (./internal/controller/hicachedeployment) renders spec pairs with the controller's own builders, so its
+# coverage-instrumented build takes the HiCacheDeployment package's dependencies (about 10 minutes cold
 # on two loaded cores, cached after); TestLayoutOracleCorpus replays its corpus in every go test.
 FUZZ=${FUZZ:-.}
 FUZZ_SKIP=${FUZZ_SKIP-^FuzzAPIRoundTrip\$}

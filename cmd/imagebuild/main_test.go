@@ -44,7 +44,7 @@ func TestOperatorKeyCoversWhatTheManagerLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := inputNames(r.inputs)
-	for _, want := range []string{"cmd/manager/main.go", "controllers/setup.go", "api/v1alpha1/zz_generated.deepcopy.go",
+	for _, want := range []string{"cmd/manager/main.go", "internal/controller/setup.go", "api/v1alpha1/zz_generated.deepcopy.go",
 		"internal/images/images.go", "go.mod", "go.sum", "go", "go build", "config"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("the operator's key does not cover %s", want)

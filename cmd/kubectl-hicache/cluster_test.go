@@ -32,7 +32,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller"
+	"github.com/hicache-io/hicache-operator/internal/controller/cacheflush"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
 	"github.com/hicache-io/hicache-operator/internal/mooncake"
 	"github.com/hicache-io/hicache-operator/internal/mooncake/mooncaketest"
@@ -117,9 +119,9 @@ func startSharedCluster(python string) (_ *sharedCluster, err error) {
 	}
 	// kwok runs no containers: namespace flushes run flush.py on this host, against the
 	// master on loopback.
-	if err := controllers.Setup(mgr, controllers.Options{
+	if err := controller.Setup(mgr, storeuse.Options{
 		BackendPollInterval: time.Second,
-		Flusher:             controllers.LocalFlusher{Python: python},
+		Flusher:             cacheflush.LocalFlusher{Python: python},
 	}); err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/hicachedeployment"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
 	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
 )
@@ -103,7 +103,7 @@ func TestPlanAgreesWithTheController(t *testing.T) {
 			if h.Spec.Roles != nil {
 				delete(want, "")
 			}
-			sets, err := controllers.RenderServingGroups(h, planBackend(), "sglang:test")
+			sets, err := hicachedeployment.RenderServingGroups(h, planBackend(), "sglang:test")
 			if err != nil {
 				t.Fatal(err)
 			}

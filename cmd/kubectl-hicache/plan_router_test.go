@@ -11,7 +11,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/hicachedeployment"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 	"github.com/hicache-io/hicache-operator/internal/router"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
@@ -170,7 +171,7 @@ func TestPlanRouterAgreesWithTheController(t *testing.T) {
 			}
 			h := items[0].hcd
 			h.Namespace = defaultNamespace
-			objs, err := controllers.BuildRouter(h, controllers.DefaultRouterImage)
+			objs, err := hicachedeployment.BuildRouter(h, storeuse.DefaultRouterImage)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +182,7 @@ func TestPlanRouterAgreesWithTheController(t *testing.T) {
 			if objs.Deployment.Name != rep.Router.Deployment || *objs.Deployment.Spec.Replicas != rep.Router.Replicas {
 				t.Errorf("the operator runs %s × %d, plan shows %s × %d", objs.Deployment.Name, *objs.Deployment.Spec.Replicas, rep.Router.Deployment, rep.Router.Replicas)
 			}
-			sets, err := controllers.RenderServingGroups(h, planBackend(), "sglang:test")
+			sets, err := hicachedeployment.RenderServingGroups(h, planBackend(), "sglang:test")
 			if err != nil {
 				t.Fatal(err)
 			}

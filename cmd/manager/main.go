@@ -29,7 +29,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller"
+	"github.com/hicache-io/hicache-operator/internal/controller/cacheflush"
+	"github.com/hicache-io/hicache-operator/internal/controller/reconcile"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 	"github.com/hicache-io/hicache-operator/internal/guard"
 	"github.com/hicache-io/hicache-operator/internal/store"
 )
@@ -58,7 +61,7 @@ func main() {
 		pprofAddr       string
 		apiQPS          float64
 		apiBurst        int
-		opts            controllers.Options
+		opts            storeuse.Options
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to (0 disables it)")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, authenticated and authorized by the API server")
@@ -66,23 +69,23 @@ func main() {
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica reconciles at a time")
 	flag.StringVar(&leaderElectNS, "leader-election-namespace", "", "Namespace of the leader-election lease (default: the pod's own namespace; required outside a cluster)")
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to watch (empty: all)")
-	flag.DurationVar(&opts.BackendPollInterval, "backend-poll-interval", controllers.DefaultBackendPollInterval, "How often a CacheBackend's master is probed for health and capacity")
-	flag.DurationVar(&opts.ProbeTimeout, "backend-probe-timeout", controllers.DefaultProbeTimeout, "How long one probe of a CacheBackend's admin API (health and metrics together) may take")
-	flag.IntVar(&opts.DeploymentWorkers, "deployment-workers", controllers.DefaultDeploymentWorkers, "How many HiCacheDeployments are reconciled at once")
+	flag.DurationVar(&opts.BackendPollInterval, "backend-poll-interval", storeuse.DefaultBackendPollInterval, "How often a CacheBackend's master is probed for health and capacity")
+	flag.DurationVar(&opts.ProbeTimeout, "backend-probe-timeout", storeuse.DefaultProbeTimeout, "How long one probe of a CacheBackend's admin API (health and metrics together) may take")
+	flag.IntVar(&opts.DeploymentWorkers, "deployment-workers", storeuse.DefaultDeploymentWorkers, "How many HiCacheDeployments are reconciled at once")
 	flag.Float64Var(&apiQPS, "kube-api-qps", -1, "Requests per second the manager sends to the API server at most, in the long run (negative: no client-side limit; the API server's priority and fairness limits it)")
 	flag.IntVar(&apiBurst, "kube-api-burst", 0, "Requests the manager may send at once above --kube-api-qps (with a positive --kube-api-qps; 0: twice it)")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address Go's profiling endpoints (/debug/pprof/) bind to (empty disables them; they show the process's memory and stacks, so bind a local address only)")
-	flag.IntVar(&opts.BackendWorkers, "backend-workers", controllers.DefaultBackendWorkers, "How many CacheBackends are reconciled and probed at once")
+	flag.IntVar(&opts.BackendWorkers, "backend-workers", storeuse.DefaultBackendWorkers, "How many CacheBackends are reconciled and probed at once")
 	flag.DurationVar(&shutdownTimeout, "shutdown-timeout", 8*time.Second, "How long the controllers may take to stop after SIGTERM; past it the process exits without releasing the leader lease (keep it below the pod's terminationGracePeriodSeconds)")
-	flag.StringVar(&opts.DefaultSGLangImage, "default-sglang-image", controllers.DefaultSGLangImage, "SGLang image for deployments that name none")
-	flag.StringVar(&opts.DefaultMooncakeImage, "default-mooncake-image", controllers.DefaultMooncakeImage, "Mooncake image for managed backends that name none")
-	flag.StringVar(&opts.DefaultRouterImage, "default-router-image", controllers.DefaultRouterImage, "Router (smg) image for deployments whose router names none")
-	flag.StringVar(&opts.DefaultEtcdImage, "default-etcd-image", controllers.DefaultEtcdImage, "etcd image for the managed etcd of backends with HA masters that name none")
-	flag.StringVar(&opts.GuardImage, "guard-image", controllers.DefaultGuardImage, "Image of the proxy in front of SGLang's HTTP server in every rank pod (it runs `manager guard`): this operator's own image")
+	flag.StringVar(&opts.DefaultSGLangImage, "default-sglang-image", storeuse.DefaultSGLangImage, "SGLang image for deployments that name none")
+	flag.StringVar(&opts.DefaultMooncakeImage, "default-mooncake-image", storeuse.DefaultMooncakeImage, "Mooncake image for managed backends that name none")
+	flag.StringVar(&opts.DefaultRouterImage, "default-router-image", storeuse.DefaultRouterImage, "Router (smg) image for deployments whose router names none")
+	flag.StringVar(&opts.DefaultEtcdImage, "default-etcd-image", storeuse.DefaultEtcdImage, "etcd image for the managed etcd of backends with HA masters that name none")
+	flag.StringVar(&opts.GuardImage, "guard-image", storeuse.DefaultGuardImage, "Image of the proxy in front of SGLang's HTTP server in every rank pod (it runs `manager guard`): this operator's own image")
 	flag.StringVar(&opts.OperatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the operator's own pods, from which alone the NetworkPolicies admit it to the Mooncake masters' admin ports (default: $POD_NAMESPACE; empty admits pods labelled as the operator in any namespace)")
 	flag.StringVar(&flushRunner, "flush-runner", "job", "How namespace flushes run the Mooncake client: job (a Kubernetes Job in the backend's image) or local (this process's host, with --flush-python; for local clusters whose nodes run no containers)")
 	flag.StringVar(&flushPython, "flush-python", "python3", "With --flush-runner=local: a Python that has the Mooncake client installed")
-	flag.StringVar(&opts.Identity, "identity", controllers.DefaultIdentity(), "This process's name in the claims of the flushes it runs; unique among the operator's processes (default: $POD_NAME, else host name and process id)")
+	flag.StringVar(&opts.Identity, "identity", storeuse.DefaultIdentity(), "This process's name in the claims of the flushes it runs; unique among the operator's processes (default: $POD_NAME, else host name and process id)")
 	flag.DurationVar(&opts.FlushAttemptTimeout, "flush-attempt-timeout", 3*time.Minute, "Deadline of one flush attempt (the flush Job's activeDeadlineSeconds)")
 	var maxAttempts int
 	flag.IntVar(&maxAttempts, "flush-max-attempts", 5, "Attempts a flush gets before it is Failed for good")
@@ -121,7 +124,7 @@ func main() {
 	switch flushRunner {
 	case "job":
 	case "local":
-		opts.Flusher = controllers.LocalFlusher{Python: flushPython}
+		opts.Flusher = cacheflush.LocalFlusher{Python: flushPython}
 	default:
 		log.Error(nil, "Unknown --flush-runner: use job or local", "flush-runner", flushRunner)
 		os.Exit(2)
@@ -141,7 +144,7 @@ func main() {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 
-	cacheOpts := controllers.CacheOptions(cache.Options{})
+	cacheOpts := reconcile.CacheOptions(cache.Options{})
 	if watchNamespaces != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range strings.Split(watchNamespaces, ",") {
@@ -177,7 +180,7 @@ func main() {
 		log.Error(err, "Unable to create the manager")
 		os.Exit(1)
 	}
-	if err := controllers.Setup(mgr, opts); err != nil {
+	if err := controller.Setup(mgr, opts); err != nil {
 		log.Error(err, "Unable to set up the controllers")
 		os.Exit(1)
 	}

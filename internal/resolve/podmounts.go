@@ -184,7 +184,7 @@ type servingVolume struct {
 }
 
 // operatorVolumes are the operator's volumes of the serving container, as the renderer makes
-// them (controllers/hcd_builders.go).
+// them (internal/controller/hicachedeployment/hcd_builders.go).
 func operatorVolumes(spec *hicachev1alpha1.HiCacheDeploymentSpec) []servingVolume {
 	out := []servingVolume{
 		{name: "dshm", mountPath: "/dev/shm", owner: "shared memory", source: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},

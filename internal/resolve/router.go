@@ -28,7 +28,7 @@ func LeaderSelector(hcd *hicachev1alpha1.HiCacheDeployment, role hicachev1alpha1
 // it to the leaders, whose guard passes it to SGLang; its management routes take only the key
 // of the Secret the operator generates for it (RouterAdminKeySecret). Both reach it as
 // references the kubelet expands from secretKeyRef variables. The operator
-// runs it (controllers.BuildRouter) and kubectl hicache plan shows it from this one function.
+// runs it (hicachedeployment.BuildRouter) and kubectl hicache plan shows it from this one function.
 func RouterConfig(hcd *hicachev1alpha1.HiCacheDeployment) (router.Config, error) {
 	spec := hcd.Spec.Router
 	if spec == nil {
@@ -38,7 +38,7 @@ func RouterConfig(hcd *hicachev1alpha1.HiCacheDeployment) (router.Config, error)
 		Namespace:  hcd.Namespace,
 		WorkerPort: SGLangPort,
 		Policy:     string(spec.Policy),
-		// The kubelet expands these from secretKeyRef variables (controllers.BuildRouter).
+		// The kubelet expands these from secretKeyRef variables (hicachedeployment.BuildRouter).
 		ControlPlaneKey: "$(" + RouterAdminKeyEnv + ")",
 	}
 	if APIKeySecret(hcd) != nil {

@@ -30,8 +30,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
 	"github.com/hicache-io/hicache-operator/internal/cache"
+	"github.com/hicache-io/hicache-operator/internal/controller/cacheflush"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 	"github.com/hicache-io/hicache-operator/internal/mooncake"
 	"github.com/hicache-io/hicache-operator/internal/mooncake/mooncaketest"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
@@ -304,7 +305,7 @@ func runCase(t *testing.T, python, flushPython string, tc conformanceCase) {
 
 	// 8. The operator's namespace flush, run the way its LocalFlusher runs it, removes exactly the
 	// namespace: not the other namespace, not the warmup keys, and never counts them as left.
-	res, done, err := controllers.LocalFlusher{Python: flushPython}.FlushNamespace(ctx, controllers.NamespaceFlushRequest{
+	res, done, err := cacheflush.LocalFlusher{Python: flushPython}.FlushNamespace(ctx, storeuse.NamespaceFlushRequest{
 		Endpoints: hicachev1alpha1.BackendEndpoints{RPCAddress: m.RPCAddr, AdminURL: m.AdminURL},
 		Prefix:    r.Namespace + "_", Force: true,
 	})

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/hicachedeployment"
 	"github.com/hicache-io/hicache-operator/internal/mooncake/mooncaketest"
 )
 
@@ -20,9 +20,9 @@ func TestProbePathsInThePinnedSGLang(t *testing.T) {
 	python := sglangPython(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	paths := []string{controllers.HealthPath, controllers.HealthGeneratePath, "/ready", "/model_info"}
+	paths := []string{hicachedeployment.HealthPath, hicachedeployment.HealthGeneratePath, "/ready", "/model_info"}
 	cmd := exec.CommandContext(ctx, python, append([]string{filepath.Join(mooncaketest.Root(t), "hack", "conformance", "probes.py")}, paths...)...)
-	cmd.Env = append(cmd.Environ(), controllers.HealthGenerationEnv+"=false")
+	cmd.Env = append(cmd.Environ(), hicachedeployment.HealthGenerationEnv+"=false")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("hack/conformance/probes.py: %v", err)
@@ -34,7 +34,7 @@ func TestProbePathsInThePinnedSGLang(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	for _, p := range []string{controllers.HealthPath, controllers.HealthGeneratePath} {
+	for _, p := range []string{hicachedeployment.HealthPath, hicachedeployment.HealthGeneratePath} {
 		if !got.Leader[p] || !got.Follower[p] {
 			t.Errorf("%s: routed by the leader %v, by a follower's stand-in %v; the probes need both", p, got.Leader[p], got.Follower[p])
 		}
@@ -43,7 +43,7 @@ func TestProbePathsInThePinnedSGLang(t *testing.T) {
 		}
 	}
 	if got.GenerationOnHealth {
-		t.Errorf("%s=false does not turn /health's generation off in the pinned SGLang", controllers.HealthGenerationEnv)
+		t.Errorf("%s=false does not turn /health's generation off in the pinned SGLang", hicachedeployment.HealthGenerationEnv)
 	}
 	// Why not the others: /ready exists on the leader only, /model_info needs the key.
 	if got.Follower["/ready"] || got.Auth["/model_info"] {

@@ -48,7 +48,7 @@ var modelConfigs = map[string]string{
 	"Qwen/Qwen3-32B":                    "qwen3",
 	"Qwen/Qwen3-Next-80B-A3B-Instruct":  "qwen3-next",
 	"meta-llama/Llama-3.3-70B-Instruct": "llama3",
-	// The layout oracle's model sources (controllers/layout_oracle_gen_test.go): a volume or
+	// The layout oracle's model sources (internal/controller/hicachedeployment/layout_oracle_gen_test.go): a volume or
 	// another repository holding a Qwen3 checkpoint.
 	"/data/qwen3":   "qwen3",
 	"/models/qwen3": "qwen3",
@@ -190,9 +190,9 @@ func sampleCases(t *testing.T) []argsCase {
 	return out
 }
 
-// layoutOracleSpecs is the FuzzLayoutOracle corpus decoded into specs (controllers,
+// layoutOracleSpecs is the FuzzLayoutOracle corpus decoded into specs (internal/controller/hicachedeployment,
 // TestLayoutOracleCorpusSpecs keeps it equal to the corpus).
-const layoutOracleSpecs = "controllers/testdata/layout-oracle-specs.golden.json"
+const layoutOracleSpecs = "internal/controller/hicachedeployment/testdata/layout-oracle-specs.golden.json"
 
 // layoutOracleCases are the specs of the FuzzLayoutOracle corpus: every spec the layout oracle
 // judges is checked here too. The operator may refuse one of them before rendering (the fuzzer

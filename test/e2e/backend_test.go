@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 	"github.com/hicache-io/hicache-operator/internal/mooncake/mooncaketest"
 )
 
@@ -383,8 +383,8 @@ func TestHangingAdminURLsDoNotDelayAnotherBackend(t *testing.T) {
 	// most all hanging backends ahead of it: ceil(hanging/workers) deadlines. Two seconds more for
 	// the status write and this test's polling on a loaded machine.
 	poll := time.Second
-	rounds := (hanging + controllers.DefaultBackendWorkers - 1) / controllers.DefaultBackendWorkers
-	bound := poll + time.Duration(rounds)*controllers.DefaultProbeTimeout + 2*time.Second
+	rounds := (hanging + storeuse.DefaultBackendWorkers - 1) / storeuse.DefaultBackendWorkers
+	bound := poll + time.Duration(rounds)*storeuse.DefaultProbeTimeout + 2*time.Second
 
 	for n := probed.Load(); probed.Load() == n; {
 		time.Sleep(10 * time.Millisecond)
@@ -597,8 +597,8 @@ func TestAHostileAdminURLHoldsNeitherTheOperatorNorAnotherBackend(t *testing.T) 
 	// hold (up to 10 MiB here).
 	const maxBytes = 16<<20 + 24<<20
 	for _, r := range hostile.Requests() {
-		if r.Took > controllers.DefaultProbeTimeout+time.Second {
-			t.Errorf("%s %s: the operator held the answer for %v; want within the probe deadline %v", r.Mode, r.Path, r.Took.Round(10*time.Millisecond), controllers.DefaultProbeTimeout)
+		if r.Took > storeuse.DefaultProbeTimeout+time.Second {
+			t.Errorf("%s %s: the operator held the answer for %v; want within the probe deadline %v", r.Mode, r.Path, r.Took.Round(10*time.Millisecond), storeuse.DefaultProbeTimeout)
 		}
 		if r.Bytes > maxBytes {
 			t.Errorf("%s %s: the endpoint sent %d MiB before the operator left; want at most %d MiB", r.Mode, r.Path, r.Bytes>>20, maxBytes>>20)

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 )
 
 // A managed backend whose HA masters ask for a managed etcd: the operator runs a StatefulSet of
@@ -54,8 +54,8 @@ spec:
 		return err == nil, fmt.Sprint(err)
 	})
 	c := sts.Spec.Template.Spec.Containers[0]
-	if *sts.Spec.Replicas != 1 || c.Image != controllers.DefaultEtcdImage || sts.Spec.ServiceName != "ha-etcd-peers" {
-		t.Errorf("etcd: %d members, image %s, service %s; want 1, %s, ha-etcd-peers", *sts.Spec.Replicas, c.Image, sts.Spec.ServiceName, controllers.DefaultEtcdImage)
+	if *sts.Spec.Replicas != 1 || c.Image != storeuse.DefaultEtcdImage || sts.Spec.ServiceName != "ha-etcd-peers" {
+		t.Errorf("etcd: %d members, image %s, service %s; want 1, %s, ha-etcd-peers", *sts.Spec.Replicas, c.Image, sts.Spec.ServiceName, storeuse.DefaultEtcdImage)
 	}
 	if v := sts.Spec.Template.Spec.Volumes; len(v) != 2 || v[0].Secret == nil || v[0].Secret.SecretName != "ha-etcd-tls" ||
 		v[1].EmptyDir == nil || v[1].EmptyDir.Medium != corev1.StorageMediumMemory {

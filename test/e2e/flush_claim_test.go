@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 )
 
 // namespaceFlush is a CacheFlush of one L3 namespace of backend "mooncake".
@@ -95,7 +95,7 @@ func TestFlushInterruptedBeforeItsRecordIsRecordedTruthfully(t *testing.T) {
 	ns, m := namespaceWithBackend(t)
 	m.putKeys(t, keysUnder("crash", 32), 1024)
 	ran := make(chan struct{}, 1)
-	unhook := flushRuns.hook(nil, func(ctx context.Context, req controllers.NamespaceFlushRequest) error {
+	unhook := flushRuns.hook(nil, func(ctx context.Context, req storeuse.NamespaceFlushRequest) error {
 		if req.Flush.Namespace != ns {
 			return nil
 		}
@@ -131,7 +131,7 @@ func TestFlushOfAStoppedOperatorIsTakenOverWhenItsClaimLapses(t *testing.T) {
 	ns, m := namespaceWithBackend(t)
 	m.putKeys(t, keysUnder("handover", 12), 1024)
 	ran := make(chan struct{}, 1)
-	unhook := flushRuns.hook(nil, func(ctx context.Context, req controllers.NamespaceFlushRequest) error {
+	unhook := flushRuns.hook(nil, func(ctx context.Context, req storeuse.NamespaceFlushRequest) error {
 		if req.Flush.Namespace != ns {
 			return nil
 		}
@@ -175,7 +175,7 @@ func TestJobAttemptOfAStoppedOperatorIsRecordedFromItsJob(t *testing.T) {
 	ns, _ := namespaceWithBackend(t)
 	defer flushRuns.useJobs(ns)()
 	stopped := make(chan struct{}, 1)
-	unhook := flushRuns.hook(nil, func(ctx context.Context, req controllers.NamespaceFlushRequest) error {
+	unhook := flushRuns.hook(nil, func(ctx context.Context, req storeuse.NamespaceFlushRequest) error {
 		if req.Flush.Namespace != ns {
 			return nil
 		}
@@ -259,7 +259,7 @@ func TestFrozenMasterEndsTheAttemptAtItsDeadline(t *testing.T) {
 	ns, m := namespaceWithBackend(t)
 	m.putKeys(t, keysUnder("frozen", 5), 1024)
 	froze := make(chan time.Time, 1)
-	unhook := flushRuns.hook(func(req controllers.NamespaceFlushRequest) {
+	unhook := flushRuns.hook(func(req storeuse.NamespaceFlushRequest) {
 		if req.Flush.Namespace == ns && req.Attempt == 1 {
 			m.Freeze()
 			froze <- time.Now()

@@ -8,7 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/cacheflush"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 	"github.com/hicache-io/hicache-operator/internal/mooncake/flushjob"
 )
 
@@ -32,8 +33,8 @@ type runLog struct {
 	jobs map[string]bool // Kubernetes namespaces whose flushes run as Jobs
 	// before and after run around the real script (nil: nothing); after may return an error in
 	// place of the script's outcome. after runs after each check on a Job too.
-	before func(req controllers.NamespaceFlushRequest)
-	after  func(ctx context.Context, req controllers.NamespaceFlushRequest) error
+	before func(req storeuse.NamespaceFlushRequest)
+	after  func(ctx context.Context, req storeuse.NamespaceFlushRequest) error
 }
 
 // useJobs runs the namespace flushes of CacheFlushes in ns as Jobs, until the test ends.
@@ -45,7 +46,7 @@ func (l *runLog) useJobs(ns string) func() {
 }
 
 // hook sets the functions run before and after the real script; the returned func clears them.
-func (l *runLog) hook(before func(controllers.NamespaceFlushRequest), after func(context.Context, controllers.NamespaceFlushRequest) error) func() {
+func (l *runLog) hook(before func(storeuse.NamespaceFlushRequest), after func(context.Context, storeuse.NamespaceFlushRequest) error) func() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.before, l.after = before, after
@@ -65,14 +66,14 @@ func (l *runLog) of(uid types.UID) []flushRun {
 	return out
 }
 
-func (l *runLog) runner(local controllers.LocalFlusher, job controllers.JobFlusher) controllers.NamespaceFlusher {
+func (l *runLog) runner(local cacheflush.LocalFlusher, job cacheflush.JobFlusher) storeuse.NamespaceFlusher {
 	return recordingFlusher{log: l, local: local, job: job}
 }
 
 type recordingFlusher struct {
 	log   *runLog
-	local controllers.LocalFlusher
-	job   controllers.JobFlusher
+	local cacheflush.LocalFlusher
+	job   cacheflush.JobFlusher
 }
 
 func (f recordingFlusher) Method(cf *hicachev1alpha1.CacheFlush) string {
@@ -84,7 +85,7 @@ func (f recordingFlusher) Method(cf *hicachev1alpha1.CacheFlush) string {
 	return hicachev1alpha1.MethodLocal
 }
 
-func (f recordingFlusher) FlushNamespace(ctx context.Context, req controllers.NamespaceFlushRequest) (flushjob.Result, bool, error) {
+func (f recordingFlusher) FlushNamespace(ctx context.Context, req storeuse.NamespaceFlushRequest) (flushjob.Result, bool, error) {
 	f.log.mu.Lock()
 	before, after := f.log.before, f.log.after
 	f.log.mu.Unlock()

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 	"github.com/hicache-io/hicache-operator/internal/mooncake"
 	"github.com/hicache-io/hicache-operator/internal/mooncake/mooncaketest"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
@@ -66,7 +66,7 @@ func adminOf(t *testing.T, m *mooncaketest.Master) *mooncake.Client {
 // holdFirstAttempt makes what the masters send etcd arrive 2.5 s late from the start of the
 // first attempt of the flushes in ns (the masters' leader lease is 5 s), until the test ends.
 func (h *haBehindProxy) holdFirstAttempt(t *testing.T, ns string) {
-	t.Cleanup(flushRuns.hook(func(req controllers.NamespaceFlushRequest) {
+	t.Cleanup(flushRuns.hook(func(req storeuse.NamespaceFlushRequest) {
 		if req.Flush.Namespace == ns && req.Attempt == 1 {
 			h.held.Store(time.Now().UnixNano())
 			h.proxy.Delay(2500 * time.Millisecond)
@@ -240,7 +240,7 @@ func recountAfterFailover(t *testing.T, statusLags bool) {
 	ns := newNamespace(t)
 	h := startHABehindProxy(t, ns)
 	const window = 300 * time.Millisecond
-	restartManagerWith(t, "", func(o *controllers.Options) {
+	restartManagerWith(t, "", func(o *storeuse.Options) {
 		o.FlushDurabilityWindow = window
 		if statusLags {
 			o.BackendPollInterval = 10 * time.Minute
@@ -260,7 +260,7 @@ func recountAfterFailover(t *testing.T, statusLags bool) {
 	}
 	var held atomic.Bool
 	refused := make(chan refusal, 1)
-	t.Cleanup(flushRuns.hook(func(req controllers.NamespaceFlushRequest) {
+	t.Cleanup(flushRuns.hook(func(req storeuse.NamespaceFlushRequest) {
 		if req.Flush.Namespace != ns || req.Attempt != 1 || !held.CompareAndSwap(false, true) {
 			return
 		}

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/hicachedeployment"
 	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/sglang"
 	"github.com/hicache-io/hicache-operator/internal/sglang/argspec"
@@ -69,7 +69,7 @@ func checkRankFlags(t *testing.T, ns, name string, nodes int, masterRPC string) 
 		if p.Labels[hicachev1alpha1.LabelCacheNamespace] != h.Status.Cache.Namespace {
 			t.Errorf("pod %s: namespace label %q, want %q", p.Name, p.Labels[hicachev1alpha1.LabelCacheNamespace], h.Status.Cache.Namespace)
 		}
-		gpus := c.Resources.Limits[controllers.GPUResource]
+		gpus := c.Resources.Limits[hicachedeployment.GPUResource]
 		if want := int64(h.Spec.Topology.GPUsPerNode); gpus.Value() != want && nodes > 1 {
 			t.Errorf("pod %s requests %s GPUs, want %d", p.Name, gpus.String(), want)
 		}

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/hicachedeployment"
 	"github.com/hicache-io/hicache-operator/internal/hfcli"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 )
@@ -71,8 +71,8 @@ func checkProbes(t *testing.T, p corev1.Pod, budget int32) {
 			continue
 		}
 		// Port 30000 by number: the proxy's in front of SGLang, which passes the probe on.
-		if want.probe.HTTPGet.Path != want.path || want.probe.HTTPGet.Port.IntValue() != controllers.SGLangPort {
-			t.Errorf("pod %s: %s probe asks %s on %s, want %s on port %d", p.Name, kind, want.probe.HTTPGet.Path, want.probe.HTTPGet.Port.String(), want.path, controllers.SGLangPort)
+		if want.probe.HTTPGet.Path != want.path || want.probe.HTTPGet.Port.IntValue() != hicachedeployment.SGLangPort {
+			t.Errorf("pod %s: %s probe asks %s on %s, want %s on port %d", p.Name, kind, want.probe.HTTPGet.Path, want.probe.HTTPGet.Port.String(), want.path, hicachedeployment.SGLangPort)
 		}
 	}
 	if c.StartupProbe != nil {

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 	"github.com/hicache-io/hicache-operator/internal/router"
 )
@@ -43,7 +43,7 @@ func TestRouterInFrontOfTheGroups(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 	c := dep.Spec.Template.Spec.Containers[0]
-	if c.Image != controllers.DefaultRouterImage || dep.Spec.Template.Spec.ServiceAccountName != "qwen3-router" {
+	if c.Image != storeuse.DefaultRouterImage || dep.Spec.Template.Spec.ServiceAccountName != "qwen3-router" {
 		t.Errorf("router runs %s as %s", c.Image, dep.Spec.Template.Spec.ServiceAccountName)
 	}
 	spec, err := router.Spec()

@@ -32,7 +32,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller"
+	"github.com/hicache-io/hicache-operator/internal/controller/cacheflush"
+	"github.com/hicache-io/hicache-operator/internal/controller/reconcile"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
@@ -170,7 +173,7 @@ func restartManagerAs(t *testing.T, identity string) {
 
 // restartManagerWith is restartManagerAs with the operator's options changed by change (nil:
 // the suite's).
-func restartManagerWith(t *testing.T, identity string, change func(*controllers.Options)) {
+func restartManagerWith(t *testing.T, identity string, change func(*storeuse.Options)) {
 	t.Helper()
 	stopManager()
 	if err := <-managerDone; err != nil {
@@ -188,7 +191,7 @@ func restartManagerWith(t *testing.T, identity string, change func(*controllers.
 // newManager starts an operator in this process under identity ("": the default, which
 // restartManager keeps), with its options changed by change (nil: none), and returns how to
 // stop it and where its end is reported.
-func newManager(identity string, change func(*controllers.Options)) (context.CancelFunc, <-chan error, error) {
+func newManager(identity string, change func(*storeuse.Options)) (context.CancelFunc, <-chan error, error) {
 	cfg := rest.CopyConfig(cluster.Config())
 	cfg.QPS, cfg.Burst = 200, 400
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt} }
@@ -196,7 +199,7 @@ func newManager(identity string, change func(*controllers.Options)) (context.Can
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  controllers.CacheOptions(cache.Options{}),
+		Cache:                  reconcile.CacheOptions(cache.Options{}),
 		// The same controllers are started again by restartManager, in this process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -204,9 +207,9 @@ func newManager(identity string, change func(*controllers.Options)) (context.Can
 		return nil, nil, err
 	}
 	python := filepath.Join(repo, "bin", "mooncake-venv", "bin", "python")
-	opts := controllers.Options{
+	opts := storeuse.Options{
 		BackendPollInterval: time.Second,
-		Flusher:             flushRuns.runner(controllers.LocalFlusher{Python: python}, controllers.JobFlusher{Client: mgr.GetClient()}),
+		Flusher:             flushRuns.runner(cacheflush.LocalFlusher{Python: python}, cacheflush.JobFlusher{Client: mgr.GetClient()}),
 		Identity:            identity,
 		FlushAttemptTimeout: flushAttemptTimeout,
 		FlushBackoff:        time.Second,
@@ -217,7 +220,7 @@ func newManager(identity string, change func(*controllers.Options)) (context.Can
 	if change != nil {
 		change(&opts)
 	}
-	if err := controllers.Setup(mgr, opts); err != nil {
+	if err := controller.Setup(mgr, opts); err != nil {
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

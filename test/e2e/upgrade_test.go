@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 )
 
 // The upgrade from the release that recorded a formed group's members in its StatefulSet's
@@ -57,7 +57,7 @@ func TestUpgradeFromMembersAnnotationsRecordsEveryGroupAndRestartsNone(t *testin
 			s := &sets[i]
 			base := s.DeepCopy()
 			s.Annotations[hicachev1alpha1.AnnotationMembers] = membersOf(before[s.Name])
-			if err := k8s.Patch(ctx, s, client.MergeFrom(base), client.FieldOwner(controllers.FieldOwner+"-members")); err != nil {
+			if err := k8s.Patch(ctx, s, client.MergeFrom(base), client.FieldOwner(storeuse.FieldOwner+"-members")); err != nil {
 				t.Fatalf("writing the members annotation of %s: %v", s.Name, err)
 			}
 		}

@@ -34,7 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/hicachedeployment"
 	"github.com/hicache-io/hicache-operator/internal/images"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
@@ -158,9 +158,9 @@ func imageDigest(ctx context.Context, ref string) (string, error) {
 // advertiseGPUs gives the real node nvidia.com/gpu capacity, as the Kubernetes task "Advertise
 // Extended Resources for a Node" does, and waits until the kubelet reports it allocatable.
 func advertiseGPUs(ctx context.Context) error {
-	patch := fmt.Sprintf(`{"status":{"capacity":{%q:"%d"}}}`, controllers.GPUResource, gpus)
+	patch := fmt.Sprintf(`{"status":{"capacity":{%q:"%d"}}}`, hicachedeployment.GPUResource, gpus)
 	if _, err := cs.CoreV1().Nodes().PatchStatus(ctx, node.Name, []byte(patch)); err != nil {
-		return fmt.Errorf("advertising %s on the real node: %w", controllers.GPUResource, err)
+		return fmt.Errorf("advertising %s on the real node: %w", hicachedeployment.GPUResource, err)
 	}
 	want := resource.MustParse(fmt.Sprint(gpus))
 	deadline := time.Now().Add(2 * time.Minute)
@@ -169,11 +169,11 @@ func advertiseGPUs(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if q, ok := n.Status.Allocatable[controllers.GPUResource]; ok && q.Cmp(want) == 0 {
+		if q, ok := n.Status.Allocatable[hicachedeployment.GPUResource]; ok && q.Cmp(want) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the real node's allocatable %s is not %d after 2m: %v", controllers.GPUResource, gpus, n.Status.Allocatable)
+			return fmt.Errorf("the real node's allocatable %s is not %d after 2m: %v", hicachedeployment.GPUResource, gpus, n.Status.Allocatable)
 		}
 		time.Sleep(time.Second)
 	}

@@ -16,7 +16,7 @@ import (
 // notInTheInstallFlow are the grants the install flow (an external CacheBackend and the sample
 // HiCacheDeployment brought to Ready) does not make the operator request, each with why it is
 // still needed. A verb granted that is neither requested in the flow nor listed here fails the
-// test. controllers/rbac_test.go names the function behind every grant.
+// test. internal/controller/rbac_test.go names the function behind every grant.
 var notInTheInstallFlow = map[string]string{
 	// Reads go through the manager's cache: the API server sees the informer's list and watch,
 	// never a get, for every kind the code reads with Get from the cache.

@@ -34,7 +34,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
 	"github.com/hicache-io/hicache-operator/internal/mooncake/mooncaketest"
@@ -484,7 +485,7 @@ func startOperator(t *testing.T, admin *rest.Config, user string, watchNamespace
 		t.Fatalf("creating the manager: %v", err)
 	}
 	// As the chart's --cluster-scoped-reads=false with watchNamespaces.
-	if err := controllers.Setup(mgr, controllers.Options{NoClusterScopedReads: len(watchNamespaces) > 0}); err != nil {
+	if err := controller.Setup(mgr, storeuse.Options{NoClusterScopedReads: len(watchNamespaces) > 0}); err != nil {
 		t.Fatalf("setting up the controllers: %v", err)
 	}
 	o.elected = mgr.Elected()

@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 	"github.com/hicache-io/hicache-operator/internal/images"
 )
 
@@ -60,18 +60,18 @@ func TestEveryNamedImageHasABuild(t *testing.T) {
 	// The defaults of the manager's flags are the controllers' defaults.
 	for flag, def := range managerImageFlagDefaults(t) {
 		switch def {
-		case "controllers.DefaultSGLangImage":
-			name(controllers.DefaultSGLangImage, "--"+flag+" (controllers.DefaultSGLangImage)")
-		case "controllers.DefaultMooncakeImage":
-			name(controllers.DefaultMooncakeImage, "--"+flag+" (controllers.DefaultMooncakeImage)")
-		case "controllers.DefaultRouterImage":
-			name(controllers.DefaultRouterImage, "--"+flag+" (controllers.DefaultRouterImage)")
-		case "controllers.DefaultEtcdImage":
-			name(controllers.DefaultEtcdImage, "--"+flag+" (controllers.DefaultEtcdImage)")
-		case "controllers.DefaultGuardImage":
-			name(controllers.DefaultGuardImage, "--"+flag+" (controllers.DefaultGuardImage)")
+		case "storeuse.DefaultSGLangImage":
+			name(storeuse.DefaultSGLangImage, "--"+flag+" (storeuse.DefaultSGLangImage)")
+		case "storeuse.DefaultMooncakeImage":
+			name(storeuse.DefaultMooncakeImage, "--"+flag+" (storeuse.DefaultMooncakeImage)")
+		case "storeuse.DefaultRouterImage":
+			name(storeuse.DefaultRouterImage, "--"+flag+" (storeuse.DefaultRouterImage)")
+		case "storeuse.DefaultEtcdImage":
+			name(storeuse.DefaultEtcdImage, "--"+flag+" (storeuse.DefaultEtcdImage)")
+		case "storeuse.DefaultGuardImage":
+			name(storeuse.DefaultGuardImage, "--"+flag+" (storeuse.DefaultGuardImage)")
 		default:
-			t.Errorf("cmd/manager's --%s defaults to %s; this test knows controllers.DefaultSGLangImage, controllers.DefaultMooncakeImage, controllers.DefaultRouterImage, controllers.DefaultEtcdImage and controllers.DefaultGuardImage", flag, def)
+			t.Errorf("cmd/manager's --%s defaults to %s; this test knows storeuse.DefaultSGLangImage, storeuse.DefaultMooncakeImage, storeuse.DefaultRouterImage, storeuse.DefaultEtcdImage and storeuse.DefaultGuardImage", flag, def)
 		}
 	}
 	if len(managerImageFlagDefaults(t)) < 2 {
@@ -160,7 +160,7 @@ func TestLocalImageValues(t *testing.T) {
 		t.Errorf("by default the manager runs %s (pull policy %s), want %s (IfNotPresent)", def.Image, def.ImagePullPolicy, images.Operator)
 	}
 	if a := args(t, def); a["default-mooncake-image"] != "" {
-		t.Errorf("by default the chart passes --default-mooncake-image=%s; the manager's own default (%s) should apply", a["default-mooncake-image"], controllers.DefaultMooncakeImage)
+		t.Errorf("by default the chart passes --default-mooncake-image=%s; the manager's own default (%s) should apply", a["default-mooncake-image"], storeuse.DefaultMooncakeImage)
 	}
 
 	values, err := yaml.Marshal(images.LocalChartValues())

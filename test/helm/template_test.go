@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 	"github.com/hicache-io/hicache-operator/internal/images"
 	"github.com/hicache-io/hicache-operator/internal/store"
 )
@@ -162,7 +162,7 @@ func TestDefaults(t *testing.T) {
 		"health-probe-bind-address": ":8081",
 		"metrics-bind-address":      ":8443",
 		"backend-poll-interval":     "15s",
-		"deployment-workers":        strconv.Itoa(controllers.DefaultDeploymentWorkers),
+		"deployment-workers":        strconv.Itoa(storeuse.DefaultDeploymentWorkers),
 		"zap-log-level":             "info",
 		// The rank pods' proxy runs the operator's own image.
 		"guard-image": c.Image,

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 	"github.com/hicache-io/hicache-operator/internal/images"
 	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
@@ -173,12 +173,12 @@ func storeJobWith(t *testing.T, ns, name, master string, env []corev1.EnvVar, ke
 	var proxied *hicachev1alpha1.CacheBackend
 	if strings.HasPrefix(master, "etcd://"+backendName+"-etcd.") {
 		proxied = getBackend(t, ns)
-		master = controllers.EtcdProxyAddress
+		master = storeuse.EtcdProxyAddress
 	}
 	args := append(append([]string{"python3", "/scripts/store.py", "--master", master}, command...), "--keys-file", "/scripts/keys.txt")
 	job := scriptJob(ns, name, corev1.Container{Name: command[0], Command: args, Env: env})
 	if proxied != nil {
-		controllers.AddEtcdProxy(&job.Spec.Template, proxied, images.Etcd)
+		storeuse.AddEtcdProxy(&job.Spec.Template, proxied, images.Etcd)
 	}
 	job.Spec.BackoffLimit = ptr.To(retries)
 	if err := k8s.Create(ctx, job); err != nil {

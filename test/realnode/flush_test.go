@@ -276,7 +276,7 @@ func (w *jobWatch) seen() map[string]jobSeen {
 	return out
 }
 
-// jobName is the Job of attempt n of a flush (controllers.jobName, for short names).
+// jobName is the Job of attempt n of a flush (cacheflush.JobName, for short names).
 func jobName(flush string, n int) string { return fmt.Sprintf("%s-%d", flush, n) }
 
 func jobEnded(j *batchv1.Job, typ batchv1.JobConditionType) bool {

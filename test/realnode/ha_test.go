@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 	"github.com/hicache-io/hicache-operator/internal/mooncake"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
@@ -89,7 +89,7 @@ func TestHAMastersFailOverOnEtcd(t *testing.T) {
 		for _, e := range p.Spec.Containers[0].Env {
 			env[e.Name] = e.Value
 		}
-		if env["MOONCAKE_MASTER"] != controllers.EtcdProxyAddress || env["MC_STORE_CLUSTER_ID"] != clusterID {
+		if env["MOONCAKE_MASTER"] != storeuse.EtcdProxyAddress || env["MC_STORE_CLUSTER_ID"] != clusterID {
 			t.Errorf("store pod %s: MOONCAKE_MASTER=%q MC_STORE_CLUSTER_ID=%q", p.Name, env["MOONCAKE_MASTER"], env["MC_STORE_CLUSTER_ID"])
 		}
 	}
@@ -100,8 +100,8 @@ func TestHAMastersFailOverOnEtcd(t *testing.T) {
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: resolve.ConfigMapName(h.Name)}, &cm); err != nil {
 		t.Fatal(err)
 	}
-	if all := strings.Join(mapValues(cm.Data), "\n"); !strings.Contains(all, controllers.EtcdProxyAddress) {
-		t.Errorf("the ranks' config does not name the proxy %s:\n%s", controllers.EtcdProxyAddress, all)
+	if all := strings.Join(mapValues(cm.Data), "\n"); !strings.Contains(all, storeuse.EtcdProxyAddress) {
+		t.Errorf("the ranks' config does not name the proxy %s:\n%s", storeuse.EtcdProxyAddress, all)
 	}
 	clientEnv := []corev1.EnvVar{{Name: "MC_STORE_CLUSTER_ID", Value: clusterID}}
 	keys := pageKeys(t, h, 40)

@@ -26,7 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/hicachedeployment"
 	"github.com/hicache-io/hicache-operator/internal/images"
 	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
@@ -94,7 +94,7 @@ func pdDeployment(t *testing.T, ns string) *hicachev1alpha1.HiCacheDeployment {
 // by the SGLang stand-in (cmd/sglang-standin: it checks the rendered command line against the
 // pinned release's arguments, exiting on a refusal, and answers the HTTP API the router reads):
 // the role's rendered command line, the labels of a role group's pods and the annotations the
-// router reads (controllers.RolePodAnnotations). ready false points its readiness probe at a
+// router reads (hicachedeployment.RolePodAnnotations). ready false points its readiness probe at a
 // path the stand-in does not serve, so it never becomes Ready.
 func rankPod(t *testing.T, h *hicachev1alpha1.HiCacheDeployment, roles *resolve.Roles, role hicachev1alpha1.Role, g, index int, ready bool) *corev1.Pod {
 	t.Helper()
@@ -105,7 +105,7 @@ func rankPod(t *testing.T, h *hicachev1alpha1.HiCacheDeployment, roles *resolve.
 	group := fmt.Sprintf("%s-%s-%d", h.Name, role, g)
 	addr := ""
 	if rr.Nodes > 1 {
-		addr = fmt.Sprintf("%s-0.%s.%s.svc:%d", group, group, h.Namespace, controllers.DistInitPort)
+		addr = fmt.Sprintf("%s-0.%s.%s.svc:%d", group, group, h.Namespace, hicachedeployment.DistInitPort)
 	}
 	cfg, _, err := resolve.RoleServerConfig(roles, rr, testBackend(h.Namespace), addr)
 	if err != nil {
@@ -123,7 +123,7 @@ func rankPod(t *testing.T, h *hicachev1alpha1.HiCacheDeployment, roles *resolve.
 	if role == hicachev1alpha1.RolePrefill {
 		bootstrap = roles.Transfer.BootstrapPort
 	}
-	return standInPod(h, fmt.Sprintf("%s-%d", group, index), labels, controllers.RolePodAnnotations(roles, role), args, bootstrap, ready)
+	return standInPod(h, fmt.Sprintf("%s-%d", group, index), labels, hicachedeployment.RolePodAnnotations(roles, role), args, bootstrap, ready)
 }
 
 // groupLeader is the leader of serving group g of a deployment without roles, as the operator
@@ -155,13 +155,13 @@ func testBackend(ns string) *resolve.Backend {
 }
 
 // standInPod runs the SGLang stand-in with a rendered command line on the real node, which
-// binds it to loopback, behind the proxy the operator renders beside it (controllers.GuardContainer,
+// binds it to loopback, behind the proxy the operator renders beside it (hicachedeployment.GuardContainer,
 // from the operator's image): the router, the probes and these tests reach the stand-in only
 // through the proxy, as they reach SGLang. bootstrap is a prefill's bootstrap port the proxy
 // also serves (0 for none). ready false points its readiness probe at a path the stand-in does
 // not serve, so it never becomes Ready.
 func standInPod(h *hicachev1alpha1.HiCacheDeployment, name string, labels, annotations map[string]string, args []string, bootstrap int32, ready bool) *corev1.Pod {
-	probe := controllers.HealthPath
+	probe := hicachedeployment.HealthPath
 	if !ready {
 		probe = "/never-ready"
 	}
@@ -172,7 +172,7 @@ func standInPod(h *hicachev1alpha1.HiCacheDeployment, name string, labels, annot
 	if resolve.APIKeySecret(h) != nil {
 		keys = append(keys, corev1.EnvVar{Name: resolve.APIKeyEnv, Value: testAPIKey})
 	}
-	guard := controllers.GuardContainer(h, bootstrap, images.Operator)
+	guard := hicachedeployment.GuardContainer(h, bootstrap, images.Operator)
 	guard.ImagePullPolicy = corev1.PullNever
 	// The keys as values rather than from the deployment's Secrets, which these tests do not make.
 	guard.Env = append([]corev1.EnvVar{fieldEnv("POD_IP", "status.podIP")}, keys...)
@@ -193,7 +193,7 @@ func standInPod(h *hicachev1alpha1.HiCacheDeployment, name string, labels, annot
 					fieldEnv("POD_IP", "status.podIP"), fieldEnv("NODE_RANK", "metadata.labels['"+podIndex+"']"),
 				}, keys...),
 				ReadinessProbe: &corev1.Probe{
-					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: probe, Port: intstr.FromInt32(controllers.SGLangPort)}},
+					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: probe, Port: intstr.FromInt32(hicachedeployment.SGLangPort)}},
 					PeriodSeconds: 1, FailureThreshold: 1,
 				},
 				SecurityContext: &corev1.SecurityContext{
@@ -255,7 +255,7 @@ func exchange(method, url, token, body string) (int, string, string, error) {
 }
 
 // TestPrefillDecodeRouterDiscoversTheReadyLeaders: the router the operator builds for the PD
-// sample as shipped (controllers.BuildRouter), in prefill/decode mode with Kubernetes discovery
+// sample as shipped (hicachedeployment.BuildRouter), in prefill/decode mode with Kubernetes discovery
 // and the sample's resources, starts on the real node in front of the roles' rank pods as the operator renders
 // them, lists exactly the leaders of the Ready groups (prefill and decode apart, the prefill's
 // bootstrap port from its annotation), drops a group that goes away, and its own readiness
@@ -399,12 +399,12 @@ type runningRouter struct {
 }
 
 // startRouter creates the router's objects as the operator renders them
-// (controllers.BuildRouter), with what the real node needs: the router on it, from the image
+// (hicachedeployment.BuildRouter), with what the real node needs: the router on it, from the image
 // imported there. The deployment itself is not created (nothing here runs the operator), so
 // the objects own nothing. It dumps the namespace when the test fails.
 func startRouter(ctx context.Context, t *testing.T, h *hicachev1alpha1.HiCacheDeployment) *runningRouter {
 	t.Helper()
-	objs, err := controllers.BuildRouter(h, images.Router)
+	objs, err := hicachedeployment.BuildRouter(h, images.Router)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -565,7 +565,7 @@ func TestRouterDiscoversTheReadyLeaders(t *testing.T) {
 
 	// What the router reads of a server, and serves its clients, holds no key: SGLang's
 	// /server_info reports it, the proxy in front of it takes it out.
-	leader := fmt.Sprintf("http://%s:%d", podIP(ctx, ns, h.Name+"-0-0"), controllers.SGLangPort)
+	leader := fmt.Sprintf("http://%s:%d", podIP(ctx, ns, h.Name+"-0-0"), hicachedeployment.SGLangPort)
 	code, body, err := get(leader + "/server_info")
 	if err != nil || code != http.StatusOK || strings.Contains(body, "a-test-admin-key-0123456789abcdefghij") || !strings.Contains(body, `"admin_api_key":"<redacted>"`) {
 		t.Errorf("a leader's /server_info through its proxy: %d %v, the admin key in it: %v", code, err, strings.Contains(body, "a-test-admin-key-0123456789abcdefghij"))

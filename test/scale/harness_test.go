@@ -41,7 +41,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
-	"github.com/hicache-io/hicache-operator/controllers"
+	"github.com/hicache-io/hicache-operator/internal/controller/hicachedeployment"
+	"github.com/hicache-io/hicache-operator/internal/controller/storeuse"
 	"github.com/hicache-io/hicache-operator/internal/kubeutil"
 	"github.com/hicache-io/hicache-operator/internal/localcluster"
 	"github.com/hicache-io/hicache-operator/internal/mooncake/mooncaketest"
@@ -204,7 +205,7 @@ func runRaw(tb testing.TB, cfg config, m *mooncaketest.Master, p func(string, ..
 		if err := k8s.Create(ctx, h); err != nil {
 			return err
 		}
-		children, err := controllers.RenderChildren(h, cb, controllers.Options{})
+		children, err := hicachedeployment.RenderChildren(h, cb, storeuse.Options{})
 		if err != nil {
 			return err
 		}
@@ -440,7 +441,7 @@ func checkSameChildren(tb testing.TB, k8s client.Client, cb *hicachev1alpha1.Cac
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: fmt.Sprintf("dsv4-%d", i)}, h); err != nil {
 			tb.Fatal(err)
 		}
-		children, err := controllers.RenderChildren(h, cb, controllers.Options{})
+		children, err := hicachedeployment.RenderChildren(h, cb, storeuse.Options{})
 		if err != nil {
 			tb.Fatal(err)
 		}

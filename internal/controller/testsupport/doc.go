@@ -1,0 +1,3 @@
+// Package testsupport holds the test helpers that the tests of several controller packages
+// share. Only _test files import it.
+package testsupport
