@@ -561,11 +561,11 @@ type PodOverrides struct {
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
-	// env added to the SGLang container. POD_IP, NODE_RANK, MOONCAKE_* and HICACHE_*API_KEY are
-	// the operator's: they come from the topology, the CacheBackend and spec.security.
+	// env added to the SGLang container. POD_IP, NODE_RANK, MOONCAKE_* and HICACHE_* are the
+	// operator's: they come from the topology, the CacheBackend and spec.security.
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['POD_IP', 'NODE_RANK']) && !e.name.startsWith('MOONCAKE_'))",message="spec.template.env: POD_IP, NODE_RANK and MOONCAKE_* are set by the operator from the topology and the CacheBackend (the L3 store's address, segment and protocol): remove them, or set spec.storage"
-	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['HICACHE_ADMIN_API_KEY', 'HICACHE_API_KEY']))",message="spec.template.env: HICACHE_ADMIN_API_KEY and HICACHE_API_KEY carry SGLang's keys from the Secrets spec.security names: remove them, and name the Secrets in spec.security.adminAPIKeySecretRef and spec.security.apiKeySecretRef"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !e.name.startsWith('HICACHE_'))",message="spec.template.env: HICACHE_* variables are the operator's (the keys among them come from the Secrets spec.security names): remove them, and name key Secrets in spec.security.adminAPIKeySecretRef and spec.security.apiKeySecretRef"
 	// +listType=map
 	// +listMapKey=name
 	// +optional

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -114,4 +116,53 @@ func models(args map[string]any, created int64) map[string]any {
 		"id": args["served_model_name"], "object": "model", "created": created, "owned_by": "sglang",
 		"root": args["served_model_name"], "max_model_len": args["context_length"],
 	}}}
+}
+
+// serverArgsLogLine is the line SGLang 0.5.23 logs at start: "server_args=" and the resolved
+// arguments as a Python dict, in Python's repr (the stand-in orders the keys; SGLang writes them
+// in its dataclass's order).
+func serverArgsLogLine(info map[string]any) string {
+	keys := make([]string, 0, len(info))
+	for k := range info {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("server_args={")
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pyRepr(k) + ": " + pyRepr(info[k]))
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// pyRepr is v in Python's repr, for the values JSON decodes to.
+func pyRepr(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "None"
+	case bool:
+		if v {
+			return "True"
+		}
+		return "False"
+	case string:
+		return "'" + strings.NewReplacer(`\`, `\\`, "'", `\'`, "\n", `\n`).Replace(v) + "'"
+	case []any:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			parts[i] = pyRepr(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case float64:
+		if v == float64(int64(v)) {
+			return strconv.FormatInt(int64(v), 10)
+		}
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	default:
+		return fmt.Sprint(v)
+	}
 }

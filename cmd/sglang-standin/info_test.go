@@ -59,3 +59,12 @@ func TestServerArgsFollowTheCommandLine(t *testing.T) {
 		t.Errorf("served_model_name = %v, want the one given", got)
 	}
 }
+
+// The start-up line holds every argument, the keys in clear, as the release's does.
+func TestServerArgsLogLine(t *testing.T) {
+	got := serverArgsLogLine(map[string]any{"admin_api_key": "k'1", "tp_size": float64(8), "x": nil, "on": true, "l": []any{"a", 1.5}})
+	want := `server_args={'admin_api_key': 'k\'1', 'l': ['a', 1.5], 'on': True, 'tp_size': 8, 'x': None}`
+	if got != want {
+		t.Errorf("%s\nwant %s", got, want)
+	}
+}

@@ -47,11 +47,14 @@ func main() {
 		}
 	}
 	apiKey, adminKey := values["api_key"], values["admin_api_key"]
-	// What a person running the pod sees; never the keys themselves.
+	// What a person running the pod sees first.
 	fmt.Fprintf(os.Stderr, "sglang stand-in (sglang %s arguments): serving %s:%s, api key set: %v, admin key set: %v\n",
 		spec.Version(), values["host"], values["port"], apiKey != "", adminKey != "")
 
 	info := serverArgs(spec, occ)
+	// As the release does at start (engine.py: logger.info(f"server_args={...}")): every
+	// argument, the keys in clear. This is why SGLang holds only the server keys.
+	fmt.Fprintf(os.Stderr, "[%s] %s\n", time.Now().UTC().Format("2006-01-02 15:04:05"), serverArgsLogLine(info))
 	started := time.Now().Unix()
 	mux := http.NewServeMux()
 	// The answers of the endpoints that report something: what the router reads when it

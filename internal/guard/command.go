@@ -16,9 +16,39 @@ import (
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 )
 
-// KeyEnv are the variables the proxy reads the keys from, to replace them wherever they appear
-// in a redacted answer: the rank container's own (resolve.AdminAPIKeyEnv, resolve.APIKeyEnv).
-var KeyEnv = []string{resolve.AdminAPIKeyEnv, resolve.APIKeyEnv}
+// KeyEnv are the variables the proxy reads its key pairs from: each client key (the rank pod's
+// user-facing keys, from spec.security or the generated admin key) and the server key SGLang
+// holds for it (resolve.ServerKeySecret).
+var KeyEnv = []struct{ Client, Server string }{
+	{resolve.AdminAPIKeyEnv, resolve.ServerAdminKeyEnv},
+	{resolve.APIKeyEnv, resolve.ServerAPIKeyEnv},
+}
+
+// KeyPairs are the proxy's key pairs from the variables of KeyEnv. A client key without its
+// server key (or the reverse) is refused, as is a pair of equal keys: the server would then hold
+// a key a client presents, and a key read from the server's log would open it. So is a key the
+// proxy could not find in every spelling (the operator refuses such a key before any pod runs).
+func KeyPairs(getenv func(string) string) ([]KeyPair, error) {
+	var pairs []KeyPair
+	for _, e := range KeyEnv {
+		p := KeyPair{Client: getenv(e.Client), Server: getenv(e.Server)}
+		switch {
+		case p.Client == "" && p.Server == "":
+			continue
+		case p.Client == "" || p.Server == "":
+			return nil, fmt.Errorf("$%s and $%s go together: a client key and the server key the proxy presents for it; set both or neither", e.Client, e.Server)
+		case p.Client == p.Server:
+			return nil, fmt.Errorf("$%s and $%s hold the same key: the server must not hold a key clients present, since SGLang logs its own keys", e.Client, e.Server)
+		}
+		for name, v := range map[string]string{e.Client: p.Client, e.Server: p.Server} {
+			if prob := resolve.KeyProblem([]byte(v)); prob != "" {
+				return nil, fmt.Errorf("$%s %s: %s", name, prob, resolve.KeyAdvice)
+			}
+		}
+		pairs = append(pairs, p)
+	}
+	return pairs, nil
+}
 
 // Forward is one port the proxy serves: it listens on Listen and forwards to Upstream.
 type Forward struct {
@@ -72,7 +102,7 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 	})
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: manager guard --listen-host POD_IP [--upstream-host 127.0.0.1] --port PORT [--port ...]")
-		fmt.Fprintln(stderr, "A reverse proxy for SGLang's HTTP server that takes the keys out of its /server_info answers.")
+		fmt.Fprintln(stderr, "A reverse proxy for SGLang's HTTP server: it swaps the clients' keys for the server's, and takes every key out of the answers.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -86,18 +116,9 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	var known []string
-	for _, name := range KeyEnv {
-		v := getenv(name)
-		if v == "" {
-			continue
-		}
-		// The operator refuses such a key before any pod runs; a key the proxy could not find
-		// in every spelling would pass, so it is refused here too.
-		if p := resolve.KeyProblem([]byte(v)); p != "" {
-			return fmt.Errorf("$%s %s: %s", name, p, resolve.KeyAdvice)
-		}
-		known = append(known, v)
+	pairs, err := KeyPairs(getenv)
+	if err != nil {
+		return err
 	}
 	servers := make([]*http.Server, len(forwards))
 	listeners := make([]net.Listener, len(forwards))
@@ -109,7 +130,7 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 			}
 			return fmt.Errorf("listening on %s: %w", f.Listen, err)
 		}
-		listeners[i], servers[i] = l, Server(f.Listen, Proxy(f.Upstream, known))
+		listeners[i], servers[i] = l, Server(f.Listen, Proxy(f.Upstream, pairs))
 		fmt.Fprintf(stderr, "guard: serving %s, forwarding to %s\n", l.Addr(), f.Upstream.Host)
 	}
 	errs := make(chan error, len(servers))

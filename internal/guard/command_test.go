@@ -49,10 +49,42 @@ func TestForwards(t *testing.T) {
 	}
 }
 
-// The proxy reads the keys from the variables the rank container gets them in.
+// The proxy reads each client key with the server key that stands for it, from the variables
+// the operator renders.
 func TestKeyEnvIsTheRankContainers(t *testing.T) {
-	if !slices.Equal(guard.KeyEnv, []string{resolve.AdminAPIKeyEnv, resolve.APIKeyEnv}) {
-		t.Errorf("KeyEnv %v, the rank container's %s and %s", guard.KeyEnv, resolve.AdminAPIKeyEnv, resolve.APIKeyEnv)
+	want := []struct{ Client, Server string }{{resolve.AdminAPIKeyEnv, resolve.ServerAdminKeyEnv}, {resolve.APIKeyEnv, resolve.ServerAPIKeyEnv}}
+	if !slices.Equal(guard.KeyEnv, want) {
+		t.Errorf("KeyEnv %v, want %v", guard.KeyEnv, want)
+	}
+}
+
+// A client key goes with a server key, and the two differ: a server holding a client's key
+// would be opened by a key read from its log.
+func TestKeyPairs(t *testing.T) {
+	const c, s, c2, s2 = "client-key-0123456789abcdefghijklmnopq", "server-key-0123456789abcdefghijklmnopq", "client-api-0123456789abcdefghijklmnopq", "server-api-0123456789abcdefghijklmnopq"
+	for name, tc := range map[string]struct {
+		env  map[string]string
+		want []guard.KeyPair
+		err  string
+	}{
+		"none":                  {env: map[string]string{}},
+		"admin":                 {env: map[string]string{resolve.AdminAPIKeyEnv: c, resolve.ServerAdminKeyEnv: s}, want: []guard.KeyPair{{Client: c, Server: s}}},
+		"both":                  {env: map[string]string{resolve.AdminAPIKeyEnv: c, resolve.ServerAdminKeyEnv: s, resolve.APIKeyEnv: c2, resolve.ServerAPIKeyEnv: s2}, want: []guard.KeyPair{{Client: c, Server: s}, {Client: c2, Server: s2}}},
+		"client without server": {env: map[string]string{resolve.AdminAPIKeyEnv: c}, err: "go together"},
+		"server without client": {env: map[string]string{resolve.ServerAPIKeyEnv: s}, err: "go together"},
+		"the same key":          {env: map[string]string{resolve.AdminAPIKeyEnv: c, resolve.ServerAdminKeyEnv: c}, err: "the same key"},
+		"a short server key":    {env: map[string]string{resolve.AdminAPIKeyEnv: c, resolve.ServerAdminKeyEnv: "short"}, err: "$" + resolve.ServerAdminKeyEnv},
+	} {
+		got, err := guard.KeyPairs(func(n string) string { return tc.env[n] })
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), c) || strings.Contains(err.Error(), s) {
+				t.Errorf("%s: %v, want an error with %q that quotes no key", name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v %v, want %v", name, got, err, tc.want)
+		}
 	}
 }
 
@@ -70,8 +102,11 @@ func TestCommandRefusesAnUnsafeKey(t *testing.T) {
 	for _, key := range []string{"short-key-zq", "a key with spaces and thirty-two bytes", "0123456789abcdef0123456789abcdef\n"} {
 		var out bytes.Buffer
 		env := func(name string) string {
-			if name == resolve.AdminAPIKeyEnv {
+			switch name {
+			case resolve.AdminAPIKeyEnv:
 				return key
+			case resolve.ServerAdminKeyEnv:
+				return "server-key-0123456789abcdefghijklmnopq"
 			}
 			return ""
 		}

@@ -78,7 +78,7 @@ func TestGuardPathFuzz(t *testing.T) {
 	up := httptest.NewServer(starletteLike())
 	defer up.Close()
 	u, _ := url.Parse(up.URL)
-	p := httptest.NewServer(Proxy(u, []string{fuzzAdmin, fuzzAPI}))
+	p := httptest.NewServer(Proxy(u, []KeyPair{{fuzzAdmin, fuzzAdmin}, {fuzzAPI, fuzzAPI}}))
 	defer p.Close()
 	addr := strings.TrimPrefix(p.URL, "http://")
 	direct := strings.TrimPrefix(up.URL, "http://")
@@ -118,7 +118,7 @@ func FuzzGuardPath(f *testing.F) {
 	up := httptest.NewServer(starletteLike())
 	defer up.Close()
 	u, _ := url.Parse(up.URL)
-	p := httptest.NewServer(Proxy(u, []string{fuzzAdmin, fuzzAPI}))
+	p := httptest.NewServer(Proxy(u, []KeyPair{{fuzzAdmin, fuzzAdmin}, {fuzzAPI, fuzzAPI}}))
 	defer p.Close()
 	addr := strings.TrimPrefix(p.URL, "http://")
 	f.Fuzz(func(t *testing.T, target string) {

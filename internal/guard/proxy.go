@@ -27,16 +27,17 @@ type refusal string
 func (r refusal) Error() string { return string(r) }
 
 // Proxy refuses every request whose target is not spelled as SGLang's routes are (CheckRequest),
-// forwards the rest to the SGLang server at upstream (http://127.0.0.1:30000) and
-// answers the paths Redacts names with the secrets taken out; known are the secret values the
-// proxy was given (the keys), also replaced wherever they appear in those answers.
+// forwards the rest to the SGLang server at upstream (http://127.0.0.1:30000) with a client's
+// key swapped for the server's (ServerAuthorization: keys are the pairs; any other
+// Authorization is dropped), and answers the paths Redacts names with the secrets taken out;
+// every key of keys, client's and server's, is also replaced wherever it appears in any answer.
 //
 // Everything else passes as it is, headers and body, in both directions: responses are flushed
 // as soon as the server writes them (a /generate stream is never held back), requests are not
 // read ahead, upgrades (websockets) are spliced, and no timeout cuts a long generation. The
 // upstream is reached directly, whatever proxy the environment names.
-func Proxy(upstream *url.URL, known []string) http.Handler {
-	known = nonEmpty(known)
+func Proxy(upstream *url.URL, keys []KeyPair) http.Handler {
+	known := known(keys)
 	transport := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -81,18 +82,32 @@ func Proxy(upstream *url.URL, known []string) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ref := CheckRequest(r.Method, r.RequestURI, r.Header); ref != nil {
-			if ref.Status == http.StatusMethodNotAllowed {
-				w.Header().Set("Allow", strings.Join(Methods, ", "))
-			}
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(ref.Status)
-			_, _ = fmt.Fprintf(w, `{"error":%q}`+"\n", ref.Message)
+			refuse(w, ref)
 			return
+		}
+		authz, ref := ServerAuthorization(r.Header.Values("Authorization"), keys)
+		if ref != nil {
+			refuse(w, ref)
+			return
+		}
+		r.Header.Del("Authorization")
+		if authz != "" {
+			r.Header.Set("Authorization", authz)
 		}
 		sw := newScrubWriter(w, known)
 		defer sw.finish()
 		rp.ServeHTTP(sw, r)
 	})
+}
+
+// refuse answers a request the proxy does not forward.
+func refuse(w http.ResponseWriter, ref *Refusal) {
+	if ref.Status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", strings.Join(Methods, ", "))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(ref.Status)
+	_, _ = fmt.Fprintf(w, `{"error":%q}`+"\n", ref.Message)
 }
 
 // redactResponse replaces the body of resp by its redaction.

@@ -13,8 +13,19 @@ import (
 	"time"
 )
 
-// through starts the proxy in front of upstream and returns its URL.
+// through starts the proxy in front of upstream, which holds the same keys as its clients, and
+// returns its URL.
 func through(t testing.TB, upstream http.Handler, known ...string) string {
+	t.Helper()
+	var pairs []KeyPair
+	for _, k := range known {
+		pairs = append(pairs, KeyPair{Client: k, Server: k})
+	}
+	return throughPairs(t, upstream, pairs)
+}
+
+// throughPairs starts the proxy with the key pairs in front of upstream and returns its URL.
+func throughPairs(t testing.TB, upstream http.Handler, pairs []KeyPair) string {
 	t.Helper()
 	up := httptest.NewServer(upstream)
 	t.Cleanup(up.Close)
@@ -22,7 +33,7 @@ func through(t testing.TB, upstream http.Handler, known ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := httptest.NewServer(Proxy(u, known))
+	p := httptest.NewServer(Proxy(u, pairs))
 	t.Cleanup(p.Close)
 	return p.URL
 }

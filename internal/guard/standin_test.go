@@ -19,14 +19,30 @@ import (
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
+// The keys clients present, and the server keys the stand-in holds for them, as in a rank pod.
 const (
-	apiKey   = "api-key-7f3a9c-0123456789abcdefghijklmn"
-	adminKey = "admin-key-2b8e41-0123456789abcdefghijklmn"
+	apiKey         = "api-key-7f3a9c-0123456789abcdefghijklmn"
+	adminKey       = "admin-key-2b8e41-0123456789abcdefghijklmn"
+	serverAPIKey   = "server-api-key-5d1e07-0123456789abcdefghij"
+	serverAdminKey = "server-admin-key-c4a9f2-0123456789abcdefgh"
 )
+
+// pairs are the proxy's key pairs for the stand-in.
+var pairs = []guard.KeyPair{{Client: adminKey, Server: serverAdminKey}, {Client: apiKey, Server: serverAPIKey}}
+
+// anyKey tells whether body holds any of the four keys.
+func anyKey(body string) bool {
+	for _, k := range []string{apiKey, adminKey, serverAPIKey, serverAdminKey} {
+		if strings.Contains(body, k) {
+			return true
+		}
+	}
+	return false
+}
 
 // standin runs the SGLang stand-in (cmd/sglang-standin: the pinned release's argument check,
 // its key rules, its /server_info) on 127.0.0.1:port (a free one when port is ""), as the
-// operator renders a leader's command line with both keys, and returns its URL.
+// operator renders a leader's command line with both server keys, and returns its URL.
 func standin(t *testing.T, port string) string {
 	t.Helper()
 	bin, err := testutil.BuildStandin(t.TempDir())
@@ -37,7 +53,7 @@ func standin(t *testing.T, port string) string {
 		port = freePort(t)
 	}
 	cmd := exec.Command(bin, "-m", "sglang.launch_server", "--model-path", "deepseek-ai/DeepSeek-V4", "--tp-size", "8",
-		"--host", "127.0.0.1", "--port", port, "--admin-api-key", adminKey, "--api-key", apiKey)
+		"--host", "127.0.0.1", "--port", port, "--admin-api-key", serverAdminKey, "--api-key", serverAPIKey)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -99,15 +115,15 @@ func TestProxyInFrontOfTheStandin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := httptest.NewServer(guard.Proxy(u, []string{apiKey, adminKey}))
+	p := httptest.NewServer(guard.Proxy(u, pairs))
 	defer p.Close()
 
 	// The leak the proxy closes: the server itself hands the admin key to an API key holder,
 	// in the arguments, in every scheduler's copy and in the command line.
 	for _, path := range []string{"/server_info", "/get_server_info"} {
-		status, body := get(t, http.MethodGet, direct+path, apiKey)
-		if status != http.StatusOK || strings.Count(body, adminKey) < 3 {
-			t.Fatalf("direct %s: %d, the admin key %d times: the stand-in no longer answers as the release does", path, status, strings.Count(body, adminKey))
+		status, body := get(t, http.MethodGet, direct+path, serverAPIKey)
+		if status != http.StatusOK || strings.Count(body, serverAdminKey) < 3 {
+			t.Fatalf("direct %s: %d, the admin key %d times: the stand-in no longer answers as the release does", path, status, strings.Count(body, serverAdminKey))
 		}
 	}
 
@@ -116,8 +132,8 @@ func TestProxyInFrontOfTheStandin(t *testing.T) {
 		if status != http.StatusOK {
 			t.Fatalf("%s through the proxy: %d %s", path, status, body)
 		}
-		if strings.Contains(body, adminKey) || strings.Contains(body, apiKey) {
-			t.Errorf("%s through the proxy still holds a key: the admin key %d times, the API key %d times", path, strings.Count(body, adminKey), strings.Count(body, apiKey))
+		if anyKey(body) {
+			t.Errorf("%s through the proxy still holds a key", path)
 		}
 		var info map[string]any
 		if err := json.Unmarshal([]byte(body), &info); err != nil {
@@ -137,7 +153,12 @@ func TestProxyInFrontOfTheStandin(t *testing.T) {
 		}
 	}
 
-	// SGLang's own refusals and permissions reach the client as they are.
+	// SGLang's own refusals and permissions reach the client as they are, for the clients'
+	// keys; the server's keys, which SGLang logs, open nothing through the proxy, though they
+	// open the server itself.
+	if status, _ := get(t, http.MethodPost, direct+"/hicache/storage-backend/clear", serverAdminKey); status != http.StatusOK {
+		t.Fatalf("the stand-in refuses its own admin key (%d): the test would prove nothing", status)
+	}
 	for _, tc := range []struct {
 		method, path, bearer string
 		status               int
@@ -148,13 +169,16 @@ func TestProxyInFrontOfTheStandin(t *testing.T) {
 		{http.MethodGet, "/v1/models", apiKey, http.StatusOK},
 		{http.MethodPost, "/hicache/storage-backend/clear", apiKey, http.StatusUnauthorized},
 		{http.MethodPost, "/hicache/storage-backend/clear", adminKey, http.StatusOK},
+		{http.MethodPost, "/hicache/storage-backend/clear", serverAdminKey, http.StatusUnauthorized},
+		{http.MethodGet, "/v1/models", serverAPIKey, http.StatusUnauthorized},
+		{http.MethodGet, "/v1/models", serverAdminKey, http.StatusUnauthorized},
 	} {
 		status, body := get(t, tc.method, p.URL+tc.path, tc.bearer)
 		if status != tc.status {
 			t.Errorf("%s %s with %q: %d %s, want %d", tc.method, tc.path, tc.bearer, status, body, tc.status)
 		}
-		if strings.Contains(body, adminKey) {
-			t.Errorf("%s %s: the admin key is in the answer", tc.method, tc.path)
+		if anyKey(body) {
+			t.Errorf("%s %s: a key is in the answer", tc.method, tc.path)
 		}
 	}
 }
@@ -171,7 +195,8 @@ func TestManagerGuardCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "guard", "--listen-host", "127.0.0.2", "--port", port)
-	cmd.Env = append(os.Environ(), "HICACHE_ADMIN_API_KEY="+adminKey, "HICACHE_API_KEY="+apiKey)
+	cmd.Env = append(os.Environ(), "HICACHE_ADMIN_API_KEY="+adminKey, "HICACHE_API_KEY="+apiKey,
+		"HICACHE_SERVER_ADMIN_KEY="+serverAdminKey, "HICACHE_SERVER_API_KEY="+serverAPIKey)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -182,15 +207,18 @@ func TestManagerGuardCommand(t *testing.T) {
 	proxied := "http://127.0.0.2:" + port
 	waitHealthy(t, proxied)
 
-	if _, body := get(t, http.MethodGet, direct+"/server_info", apiKey); !strings.Contains(body, adminKey) {
+	if _, body := get(t, http.MethodGet, direct+"/server_info", serverAPIKey); !strings.Contains(body, serverAdminKey) {
 		t.Fatal("the stand-in's own answer holds no admin key: the test would prove nothing")
 	}
 	status, body := get(t, http.MethodGet, proxied+"/server_info", apiKey)
-	if status != http.StatusOK || strings.Contains(body, adminKey) || strings.Contains(body, apiKey) || !strings.Contains(body, `"admin_api_key":"<redacted>"`) {
-		t.Errorf("through manager guard: %d, the admin key %d times", status, strings.Count(body, adminKey))
+	if status != http.StatusOK || anyKey(body) || !strings.Contains(body, `"admin_api_key":"<redacted>"`) {
+		t.Errorf("through manager guard: %d, a key in it: %v", status, anyKey(body))
 	}
 	if status, _ := get(t, http.MethodPost, proxied+"/hicache/storage-backend/clear", adminKey); status != http.StatusOK {
 		t.Errorf("an admin call through manager guard: %d", status)
+	}
+	if status, _ := get(t, http.MethodPost, proxied+"/hicache/storage-backend/clear", serverAdminKey); status != http.StatusUnauthorized {
+		t.Errorf("the server's admin key through manager guard: %d, want 401", status)
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

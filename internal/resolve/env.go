@@ -112,9 +112,9 @@ func checkRoleEnv(roles *hicachev1alpha1.RolesSpec) error {
 	}{{hicachev1alpha1.RolePrefill, roles.Prefill.Template.Env}, {hicachev1alpha1.RoleDecode, roles.Decode.Template.Env}} {
 		field := "spec.roles." + string(r.role) + ".template.env"
 		for i, e := range r.env {
-			if slices.Contains(ReservedEnv, e.Name) || strings.HasPrefix(e.Name, "MOONCAKE_") {
+			if reservedEnv(e.Name) {
 				return &FieldError{Field: fmt.Sprintf("%s[%d]", field, i), Message: fmt.Sprintf(
-					"%s is set by the operator (POD_IP, NODE_RANK and MOONCAKE_* come from the topology and the CacheBackend, %s and %s from spec.security); remove it", e.Name, AdminAPIKeyEnv, APIKeyEnv)}
+					"%s is set by the operator (POD_IP, NODE_RANK and MOONCAKE_* come from the topology and the CacheBackend, HICACHE_* are the operator's own, the keys among them from spec.security); remove it", e.Name)}
 			}
 		}
 		if _, err := ClassifyEnv(field, r.env); err != nil {

@@ -6,18 +6,36 @@ import (
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 )
 
-// The container variables SGLang's keys reach the server through: secretKeyRef variables that
-// the kubelet expands into --admin-api-key and --api-key, so that the pod spec names only the
-// Secret. The pinned release reads neither key from its environment.
+// The container variables of the keys, all secretKeyRef variables, so that the pod spec names
+// only Secrets. AdminAPIKeyEnv and APIKeyEnv are the keys clients present (spec.security's, or
+// the generated admin key); only the proxy in front of SGLang (the guard container) and the
+// router hold them. ServerAdminKeyEnv and ServerAPIKeyEnv are the keys SGLang itself holds (the
+// kubelet expands them into --admin-api-key and --api-key), from the deployment's server-key
+// Secret: SGLang 0.5.23 logs its arguments, keys included, so the keys it holds open nothing but
+// its loopback port, and the proxy swaps a client's key for the server's. The pinned release
+// reads neither key from its environment.
 const (
-	AdminAPIKeyEnv = "HICACHE_ADMIN_API_KEY" //nolint:gosec // G101: a variable's name, not a credential
-	APIKeyEnv      = "HICACHE_API_KEY"       //nolint:gosec // G101: a variable's name, not a credential
+	AdminAPIKeyEnv    = "HICACHE_ADMIN_API_KEY"    //nolint:gosec // G101: a variable's name, not a credential
+	APIKeyEnv         = "HICACHE_API_KEY"          //nolint:gosec // G101: a variable's name, not a credential
+	ServerAdminKeyEnv = "HICACHE_SERVER_ADMIN_KEY" //nolint:gosec // G101: a variable's name, not a credential
+	ServerAPIKeyEnv   = "HICACHE_SERVER_API_KEY"   //nolint:gosec // G101: a variable's name, not a credential
 	// RouterAdminKeyEnv carries the router's control-plane key into the router container.
 	RouterAdminKeyEnv = "HICACHE_ROUTER_ADMIN_KEY"
 )
 
 // GeneratedAdminKeyField is the key of the admin API key in the Secret the operator generates.
 const GeneratedAdminKeyField = "admin-api-key"
+
+// The keys of the server-key Secret: the server's admin key, and its API key (used only when
+// spec.security names an API key).
+const (
+	ServerAdminKeyField = "admin-api-key"
+	ServerAPIKeyField   = "api-key"
+)
+
+// ServerKeySecret is the Secret the operator generates for every deployment with the keys SGLang
+// holds (ServerAdminKeyEnv, ServerAPIKeyEnv). No client is given them.
+func ServerKeySecret(hcd string) string { return hcd + "-sglang-server" }
 
 // GeneratedAdminKeySecret is the Secret the operator generates for a deployment that names no
 // admin key.

@@ -215,8 +215,18 @@ const MaxNameLength = 40
 // controller-revision-hash, make at most 63.
 const MaxRolesNameLength = 39
 
-// ReservedEnv are the container variables the operator sets itself.
-var ReservedEnv = []string{"POD_IP", "NODE_RANK", AdminAPIKeyEnv, APIKeyEnv}
+// ReservedEnv are the container variables the operator sets itself, besides every MOONCAKE_*
+// and OperatorEnvPrefix variable.
+var ReservedEnv = []string{"POD_IP", "NODE_RANK", AdminAPIKeyEnv, APIKeyEnv, ServerAdminKeyEnv, ServerAPIKeyEnv}
+
+// OperatorEnvPrefix is the prefix of the operator's own variables (the keys among them): all
+// of it is reserved, so that a variable the operator adds later is never one a user set.
+const OperatorEnvPrefix = "HICACHE_"
+
+// reservedEnv tells whether a user may not set the variable name.
+func reservedEnv(name string) bool {
+	return slices.Contains(ReservedEnv, name) || strings.HasPrefix(name, "MOONCAKE_") || strings.HasPrefix(name, OperatorEnvPrefix)
+}
 
 // checkNames refuses names the API server would refuse only in the middle of applying children,
 // and user variables that clash with the operator's.
@@ -232,9 +242,9 @@ func checkNames(hcd *hicachev1alpha1.HiCacheDeployment) error {
 		}
 	}
 	for i, e := range hcd.Spec.Template.Env {
-		if slices.Contains(ReservedEnv, e.Name) || strings.HasPrefix(e.Name, "MOONCAKE_") {
+		if reservedEnv(e.Name) {
 			return &FieldError{Field: fmt.Sprintf("spec.template.env[%d]", i), Message: fmt.Sprintf(
-				"%s is set by the operator (POD_IP, NODE_RANK and MOONCAKE_* come from the topology and the CacheBackend, %s and %s from spec.security); remove it", e.Name, AdminAPIKeyEnv, APIKeyEnv)}
+				"%s is set by the operator (POD_IP, NODE_RANK and MOONCAKE_* come from the topology and the CacheBackend, HICACHE_* are the operator's own, the keys among them from spec.security); remove it", e.Name)}
 		}
 	}
 	return nil

@@ -64,11 +64,12 @@ func ServerConfig(hcd *hicachev1alpha1.HiCacheDeployment, r *Resolved, be *Backe
 		MambaSSMDType: spec.HiCache.MambaSSMDType,
 		Quantization:  string(spec.Model.Quantization),
 		ExtraArgs:     spec.Template.ExtraArgs,
-		// The keys are references the kubelet expands from secretKeyRef variables.
-		AdminAPIKey: "$(" + AdminAPIKeyEnv + ")",
+		// The server's own keys (not the clients'), references the kubelet expands from
+		// secretKeyRef variables.
+		AdminAPIKey: "$(" + ServerAdminKeyEnv + ")",
 	}
 	if APIKeySecret(hcd) != nil {
-		cfg.APIKey = "$(" + APIKeyEnv + ")"
+		cfg.APIKey = "$(" + ServerAPIKeyEnv + ")"
 	}
 	if t.DataParallel > 1 {
 		cfg.DP = int(t.DataParallel)

@@ -119,7 +119,7 @@ func TestGuardPathFuzzAgainstStarlette(t *testing.T) {
 		t.Fatalf("without the guard, /server_info%%0A does not reach the handler (%v): %.200s", err, b)
 	}
 	u, _ := url.Parse("http://" + app)
-	proxy := httptest.NewServer(guard.Proxy(u, []string{fuzzAdminKey, fuzzAPIKey}))
+	proxy := httptest.NewServer(guard.Proxy(u, []guard.KeyPair{{Client: fuzzAdminKey, Server: fuzzAdminKey}, {Client: fuzzAPIKey, Server: fuzzAPIKey}}))
 	defer proxy.Close()
 	paddr := strings.TrimPrefix(proxy.URL, "http://")
 	if b, err := rawGet(paddr, "/server_info"); err != nil || !bytes.Contains(b, []byte("200 OK")) || !bytes.Contains(b, []byte(guard.Redacted)) {

@@ -342,8 +342,8 @@ func renderAll(hcd *hicachev1alpha1.HiCacheDeployment, rules bool) ([]namedLine,
 			expanded := slices.Clone(args)
 			for i, a := range expanded {
 				a = strings.ReplaceAll(a, "$(NODE_RANK)", rank)
-				a = strings.ReplaceAll(a, "$("+resolve.AdminAPIKeyEnv+")", "admin-key")
-				a = strings.ReplaceAll(a, "$("+resolve.APIKeyEnv+")", "api-key")
+				a = strings.ReplaceAll(a, "$("+resolve.ServerAdminKeyEnv+")", "admin-key")
+				a = strings.ReplaceAll(a, "$("+resolve.ServerAPIKeyEnv+")", "api-key")
 				expanded[i] = strings.ReplaceAll(a, "$(POD_IP)", "10.0.1.1")
 			}
 			kind := "leader"

@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"slices"
 	"strings"
 	"testing"
@@ -148,25 +150,33 @@ func TestCanaryKeysAppearOnlyInTheirSecrets(t *testing.T) {
 		t.Fatalf("generated Secret holds a %d-character key, owners %v: want a random key owned by the deployment", len(genKey), genSecret.OwnerReferences)
 	}
 
-	// The ranks take the keys by reference.
-	for name, want := range map[string]map[string]string{
-		"qwen3":     {resolve.AdminAPIKeyEnv: "sglang-keys/admin", resolve.APIKeyEnv: "sglang-keys/api"},
-		"generated": {resolve.AdminAPIKeyEnv: "generated-sglang-admin/admin-api-key"},
+	// The ranks take the keys by reference: SGLang the server keys, the proxy in front of it
+	// the clients' keys too.
+	for name, want := range map[string]map[string]map[string]string{
+		"qwen3": {
+			resolve.ServingContainer: {resolve.ServerAdminKeyEnv: "qwen3-sglang-server/admin-api-key", resolve.ServerAPIKeyEnv: "qwen3-sglang-server/api-key"},
+			resolve.GuardContainer: {resolve.AdminAPIKeyEnv: "sglang-keys/admin", resolve.APIKeyEnv: "sglang-keys/api",
+				resolve.ServerAdminKeyEnv: "qwen3-sglang-server/admin-api-key", resolve.ServerAPIKeyEnv: "qwen3-sglang-server/api-key"},
+		},
+		"generated": {
+			resolve.ServingContainer: {resolve.ServerAdminKeyEnv: "generated-sglang-server/admin-api-key"},
+			resolve.GuardContainer:   {resolve.AdminAPIKeyEnv: "generated-sglang-admin/admin-api-key", resolve.ServerAdminKeyEnv: "generated-sglang-server/admin-api-key"},
+		},
 	} {
 		for _, p := range rankPods(t, ns, name) {
-			c := p.Spec.Containers[0]
-			for env, ref := range want {
-				got := ""
+			for _, c := range p.Spec.Containers {
+				got := map[string]string{}
 				for _, e := range c.Env {
-					if e.Name == env && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-						got = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+					if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+						got[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
 					}
 				}
-				if got != ref {
-					t.Errorf("pod %s: %s from %q, want secretKeyRef %s", p.Name, env, got, ref)
+				if diff := cmp.Diff(want[c.Name], got, cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("pod %s, container %s: secretKeyRef variables (-want +got):\n%s", p.Name, c.Name, diff)
 				}
 			}
-			if v, _ := flagValue(c.Args, "--admin-api-key"); v != "$("+resolve.AdminAPIKeyEnv+")" {
+			c := p.Spec.Containers[0]
+			if v, _ := flagValue(c.Args, "--admin-api-key"); v != "$("+resolve.ServerAdminKeyEnv+")" {
 				t.Errorf("pod %s: --admin-api-key %q, want the variable reference", p.Name, v)
 			}
 		}
@@ -174,6 +184,19 @@ func TestCanaryKeysAppearOnlyInTheirSecrets(t *testing.T) {
 
 	log := stopLog()
 	secrets := map[string]string{adminKey: "sglang-keys", apiKey: "sglang-keys", genKey: "generated-sglang-admin"}
+	// The server keys too are nowhere but in their Secrets.
+	for _, name := range []string{"qwen3", "generated"} {
+		var s corev1.Secret
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: resolve.ServerKeySecret(name)}, &s); err != nil {
+			t.Fatalf("the server keys' Secret of %s: %v", name, err)
+		}
+		for _, f := range []string{resolve.ServerAdminKeyField, resolve.ServerAPIKeyField} {
+			if len(s.Data[f]) < 32 || !metav1.IsControlledBy(&s, getHCD(t, ns, name)) {
+				t.Fatalf("%s's server keys' Secret: %s of %d bytes, owners %v", name, f, len(s.Data[f]), s.OwnerReferences)
+			}
+			secrets[string(s.Data[f])] = s.Name
+		}
+	}
 	var needles []string
 	for k := range secrets {
 		needles = append(needles, forms(k)...)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -123,12 +124,35 @@ func TestAdminEndpointsRequireTheKey(t *testing.T) {
 			t.Errorf("GET %s: HTTP %d (%v), the admin key in it: %v", path, resp.StatusCode, err, strings.Contains(string(b), key))
 		}
 	}
-	// The key never reaches the pod's log or spec.
+	// SGLang logs its arguments, keys included, and so does the stand-in: the log anyone with
+	// pods/log reads holds the server's admin key, never the clients' key, and the key it holds
+	// opens nothing through the proxy, the only way in.
 	logs, err := cs.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "sglang"}).DoRaw(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(logs), key) || !strings.Contains(string(logs), "admin key set: true") {
-		t.Errorf("the stand-in's log %q: want it to say the admin key is set, without the key", logs)
+		t.Errorf("the stand-in's log %q: want it to say the admin key is set, without the clients' key", logs)
+	}
+	m := regexp.MustCompile(`'admin_api_key': '([^']+)'`).FindSubmatch(logs)
+	if m == nil {
+		t.Fatalf("the stand-in's log has no admin_api_key in its server_args line, as the release's has: %.400s", logs)
+	}
+	logged := string(m[1])
+	var serverKeys corev1.Secret
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: resolve.ServerKeySecret(h.Name)}, &serverKeys); err != nil {
+		t.Fatal(err)
+	}
+	if logged != string(serverKeys.Data[resolve.ServerAdminKeyField]) || logged == key {
+		t.Fatalf("the logged admin key is not the server's (%d bytes logged)", len(logged))
+	}
+	for name, w := range map[string]int{
+		"clear, the logged key":  call("POST", "/hicache/storage-backend/clear", "Bearer "+logged),
+		"flush, the logged key":  call("POST", "/flush_cache", "Bearer "+logged),
+		"detach, the logged key": call("DELETE", "/hicache/storage-backend", "Bearer "+logged),
+	} {
+		if w != http.StatusUnauthorized {
+			t.Errorf("%s: HTTP %d through the proxy, want 401", name, w)
+		}
 	}
 }

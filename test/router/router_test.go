@@ -168,14 +168,17 @@ func standInPod(h *hicachev1alpha1.HiCacheDeployment, name string, labels, annot
 	fieldEnv := func(name, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
 	}
+	// The clients' keys go to the proxy only; SGLang holds the server keys.
 	keys := []corev1.EnvVar{{Name: resolve.AdminAPIKeyEnv, Value: testAdminKey}}
+	serverKeys := []corev1.EnvVar{{Name: resolve.ServerAdminKeyEnv, Value: testServerAdminKey}}
 	if resolve.APIKeySecret(h) != nil {
 		keys = append(keys, corev1.EnvVar{Name: resolve.APIKeyEnv, Value: testAPIKey})
+		serverKeys = append(serverKeys, corev1.EnvVar{Name: resolve.ServerAPIKeyEnv, Value: testServerAPIKey})
 	}
 	guard := hicachedeployment.GuardContainer(h, bootstrap, images.Operator)
 	guard.ImagePullPolicy = corev1.PullNever
 	// The keys as values rather than from the deployment's Secrets, which these tests do not make.
-	guard.Env = append([]corev1.EnvVar{fieldEnv("POD_IP", "status.podIP")}, keys...)
+	guard.Env = append(append([]corev1.EnvVar{fieldEnv("POD_IP", "status.podIP")}, keys...), serverKeys...)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.Namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
@@ -191,7 +194,7 @@ func standInPod(h *hicachev1alpha1.HiCacheDeployment, name string, labels, annot
 				Command: sglang.Command(), Args: args,
 				Env: append([]corev1.EnvVar{
 					fieldEnv("POD_IP", "status.podIP"), fieldEnv("NODE_RANK", "metadata.labels['"+podIndex+"']"),
-				}, keys...),
+				}, serverKeys...),
 				ReadinessProbe: &corev1.Probe{
 					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: probe, Port: intstr.FromInt32(hicachedeployment.SGLangPort)}},
 					PeriodSeconds: 1, FailureThreshold: 1,
@@ -209,9 +212,12 @@ func standInPod(h *hicachev1alpha1.HiCacheDeployment, name string, labels, annot
 // proxies as values), and the router's control-plane key (in the Secret the operator would
 // generate, which startRouter creates). Each is a key the operator accepts.
 const (
-	testAdminKey  = "a-test-admin-key-0123456789abcdefghij"
-	testAPIKey    = "a-test-api-key-0123456789abcdefghijklmn"
-	testRouterKey = "a-test-router-key-0123456789abcdefghijk"
+	testAdminKey = "a-test-admin-key-0123456789abcdefghij"
+	testAPIKey   = "a-test-api-key-0123456789abcdefghijklmn"
+	// The keys the stand-in holds (SGLang logs its own); only the proxy presents them.
+	testServerAdminKey = "a-test-server-admin-key-0123456789abcd"
+	testServerAPIKey   = "a-test-server-api-key-0123456789abcdefg"
+	testRouterKey      = "a-test-router-key-0123456789abcdefghijk"
 )
 
 func get(url string) (int, string, error) { return request(http.MethodGet, url, "", "") }

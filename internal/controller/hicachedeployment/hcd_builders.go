@@ -280,7 +280,7 @@ func buildRoleGroup(hcd *hicachev1alpha1.HiCacheDeployment, sr *servingRole, be 
 			env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})
 		}
 	}
-	env = append(env, keyEnv(hcd)...)
+	env = append(env, serverKeyEnv(hcd)...)
 	env = append(env, spec.Template.Env...)
 
 	resources := *spec.Resources.DeepCopy()

@@ -613,14 +613,19 @@ func TestRankPodsRunTheProxyInFrontOfSGLang(t *testing.T) {
 	if slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == SGLangPort }) {
 		t.Errorf("the serving container still declares %d: %v", SGLangPort, c.Ports)
 	}
-	// $(POD_IP) expands only from a variable of the container itself; the keys to redact come
-	// from the same Secret variables as SGLang's.
+	// $(POD_IP) expands only from a variable of the container itself; the proxy holds the
+	// clients' admin key and the server's, the one SGLang holds (the same variable as SGLang's).
 	var names []string
 	for _, e := range g.Env {
 		names = append(names, e.Name)
 	}
-	if !cmp.Equal(names, []string{"POD_IP", resolve.AdminAPIKeyEnv}) || !cmp.Equal(g.Env[1], keyEnv(h)[0]) {
+	if !cmp.Equal(names, []string{"POD_IP", resolve.AdminAPIKeyEnv, resolve.ServerAdminKeyEnv}) || !cmp.Equal(g.Env[1], keyEnv(h)[0]) ||
+		!cmp.Equal(g.Env[2], serverKeyEnv(h)[0]) || !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return cmp.Equal(e, g.Env[2]) }) {
 		t.Errorf("proxy env %v", names)
+	}
+	// The serving container holds no key a client presents.
+	if slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == resolve.AdminAPIKeyEnv || e.Name == resolve.APIKeyEnv }) {
+		t.Errorf("the serving container holds a client key: %v", c.Env)
 	}
 	sc := g.SecurityContext
 	if sc == nil || !ptr.Deref(sc.RunAsNonRoot, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) ||
@@ -635,7 +640,11 @@ func TestRankPodsRunTheProxyInFrontOfSGLang(t *testing.T) {
 	withKey := testsupport.MakeHCD("d").TP(4).Obj()
 	withKey.Spec.Security = &hicachev1alpha1.ServingSecurity{APIKeySecretRef: &hicachev1alpha1.SecretKeyReference{Name: "s", Key: "k"}}
 	g = mustBuildGroup(t, withKey, 0).Spec.Template.Spec.Containers[1]
-	if len(g.Env) != 3 || g.Env[2].Name != resolve.APIKeyEnv {
-		t.Errorf("proxy env with an API key %v", g.Env)
+	names = nil
+	for _, e := range g.Env {
+		names = append(names, e.Name)
+	}
+	if !cmp.Equal(names, []string{"POD_IP", resolve.AdminAPIKeyEnv, resolve.APIKeyEnv, resolve.ServerAdminKeyEnv, resolve.ServerAPIKeyEnv}) {
+		t.Errorf("proxy env with an API key %v", names)
 	}
 }

@@ -26,8 +26,10 @@ type PodImages struct {
 // rank the PD bootstrap port (bootstrapPort, 0 for none), which decode servers and the group's
 // followers reach. It forwards everything unchanged, streams unbuffered, and answers
 // /server_info and /get_server_info with the keys taken out; the probes, the Services and the
-// router reach SGLang through it. It reads the keys from the same Secret variables as SGLang, to
-// replace them wherever they appear in those answers. It holds no privilege (the restricted Pod
+// router reach SGLang through it. It holds the clients' keys and the server keys SGLang holds
+// instead (SGLang 0.5.23 logs its own), swaps the one for the other in each request's
+// Authorization (guard.ServerAuthorization), drops any other, and replaces every key wherever
+// it appears in an answer. It holds no privilege (the restricted Pod
 // Security profile) and asks for little: it only copies bytes.
 func GuardContainer(hcd *hicachev1alpha1.HiCacheDeployment, bootstrapPort int32, image string) corev1.Container {
 	args := []string{"guard", "--listen-host=$(POD_IP)", "--upstream-host=" + sglang.LoopbackHost, "--port=" + strconv.Itoa(SGLangPort)}
@@ -42,7 +44,7 @@ func GuardContainer(hcd *hicachev1alpha1.HiCacheDeployment, bootstrapPort int32,
 		Image:   image,
 		Command: []string{"/manager"},
 		Args:    args,
-		Env:     append(env, keyEnv(hcd)...),
+		Env:     append(append(env, keyEnv(hcd)...), serverKeyEnv(hcd)...),
 		Ports:   ports,
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,23 +17,37 @@ import (
 	"github.com/hicache-io/hicache-operator/internal/resolve"
 )
 
-// SGLang's keys reach the rank pods only as secretKeyRef variables, which the kubelet expands
-// into --admin-api-key and --api-key: the pod spec, status, events and logs name the Secret,
-// never its value. The operator reads Secrets one at a time, uncached, by name (RBAC get, no
-// list or watch), only to say in the status when one a deployment needs is missing, and creates
-// the admin key's Secret of a deployment that names none.
+// The keys reach the rank pods only as secretKeyRef variables: the pod spec, status and events
+// name the Secret, never its value. The clients' keys (spec.security's, or the generated admin
+// key) go only to the proxy in front of SGLang; SGLang holds the server keys of the
+// deployment's server-key Secret, which the kubelet expands into --admin-api-key and --api-key
+// and which SGLang 0.5.23 writes to its log (resolve.ServerAdminKeyEnv). The operator reads
+// Secrets one at a time, uncached, by name (RBAC get, no list or watch), only to say in the
+// status when one a deployment needs is missing, and creates the Secrets of the keys it
+// generates: the admin key of a deployment that names none, the server keys, the router's key.
 
 func secretEnv(name string, k hicachev1alpha1.SecretKeyReference) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: k.Name}, Key: k.Key}}}
 }
 
-// keyEnv is the rank container's variables of SGLang's keys.
+// keyEnv is the variables of the clients' keys, which the proxy in front of SGLang checks.
 func keyEnv(hcd *hicachev1alpha1.HiCacheDeployment) []corev1.EnvVar {
 	admin, _ := resolve.AdminKeySecret(hcd)
 	env := []corev1.EnvVar{secretEnv(resolve.AdminAPIKeyEnv, admin)}
 	if k := resolve.APIKeySecret(hcd); k != nil {
 		env = append(env, secretEnv(resolve.APIKeyEnv, *k))
+	}
+	return env
+}
+
+// serverKeyEnv is the variables of the server keys: the serving container's (its
+// --admin-api-key and --api-key), and the proxy's, which presents them for the clients' keys.
+func serverKeyEnv(hcd *hicachev1alpha1.HiCacheDeployment) []corev1.EnvVar {
+	name := resolve.ServerKeySecret(hcd.Name)
+	env := []corev1.EnvVar{secretEnv(resolve.ServerAdminKeyEnv, hicachev1alpha1.SecretKeyReference{Name: name, Key: resolve.ServerAdminKeyField})}
+	if resolve.APIKeySecret(hcd) != nil {
+		env = append(env, secretEnv(resolve.ServerAPIKeyEnv, hicachev1alpha1.SecretKeyReference{Name: name, Key: resolve.ServerAPIKeyField}))
 	}
 	return env
 }
@@ -71,14 +86,37 @@ func buildAdminKeySecret(hcd *hicachev1alpha1.HiCacheDeployment, key []byte) *co
 
 // buildKeySecret is the Secret of a key the operator generates under ref.
 func buildKeySecret(hcd *hicachev1alpha1.HiCacheDeployment, ref hicachev1alpha1.SecretKeyReference, key []byte) *corev1.Secret {
+	return buildKeysSecret(hcd, ref.Name, map[string][]byte{ref.Key: key})
+}
+
+// buildKeysSecret is a Secret of keys the operator generates, owned by the deployment so that it
+// goes with it. Its values are set once, at creation; the operator never writes them again.
+func buildKeysSecret(hcd *hicachev1alpha1.HiCacheDeployment, name string, data map[string][]byte) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: ref.Name, Namespace: hcd.Namespace,
+			Name: name, Namespace: hcd.Namespace,
 			Labels: commonLabels(hcd), OwnerReferences: []metav1.OwnerReference{ownerRef(hcd)},
 		},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{ref.Key: key},
+		Data: data,
 	}
+}
+
+// serverKeyFields are the keys of the server-key Secret.
+var serverKeyFields = []string{resolve.ServerAdminKeyField, resolve.ServerAPIKeyField}
+
+// buildServerKeySecret is the server-key Secret of hcd with fresh keys: both, whether or not the
+// deployment names an API key today, so that naming one later needs no new Secret.
+func buildServerKeySecret(hcd *hicachev1alpha1.HiCacheDeployment) (*corev1.Secret, error) {
+	data := map[string][]byte{}
+	for _, f := range serverKeyFields {
+		k, err := newAdminKey()
+		if err != nil {
+			return nil, err
+		}
+		data[f] = k
+	}
+	return buildKeysSecret(hcd, resolve.ServerKeySecret(hcd.Name), data), nil
 }
 
 // keySecretProblem says what is wrong with a Secret a deployment takes a key from, or "" when
@@ -89,6 +127,9 @@ func keySecretProblem(hcd *hicachev1alpha1.HiCacheDeployment, field string, ref 
 		return fmt.Sprintf("Secret %q, named by %s, does not exist in namespace %s: create it with the key under %q", ref.Name, field, hcd.Namespace, ref.Key)
 	}
 	if generated && !metav1.IsControlledBy(s, hcd) {
+		if field == serverKeyField {
+			return fmt.Sprintf("Secret %q exists and is not this deployment's, so the operator does not generate the server keys in it: delete it, or rename the deployment", ref.Name)
+		}
 		if field == routerKeyField {
 			return fmt.Sprintf("Secret %q exists and is not this deployment's, so the operator does not generate the router's control-plane key in it: delete it, or rename the deployment", ref.Name)
 		}
@@ -137,9 +178,14 @@ func (r *HiCacheDeploymentReconciler) adoptKeySecret(ctx context.Context, hcd *h
 // operator generates it for every deployment with spec.router.
 const routerKeyField = "spec.router (the router's control-plane key)"
 
-// ensureKeys checks the Secrets of SGLang's keys and generates the admin key's Secret when the
-// deployment names none, and the router's control-plane key's Secret while it has spec.router;
-// it returns a conditionError a user must act on.
+// serverKeyField is what names the server keys in messages: no field does, the operator
+// generates them for every deployment.
+const serverKeyField = "the server keys the operator generates for SGLang"
+
+// ensureKeys checks the Secrets of SGLang's keys and generates the ones the operator owns: the
+// admin key's Secret when the deployment names none, the server keys' Secret, and the router's
+// control-plane key's Secret while it has spec.router; it returns a conditionError a user must
+// act on.
 func (r *HiCacheDeploymentReconciler) ensureKeys(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment) error {
 	get := func(name string) (*corev1.Secret, error) {
 		var s corev1.Secret
@@ -152,52 +198,72 @@ func (r *HiCacheDeploymentReconciler) ensureKeys(ctx context.Context, hcd *hicac
 		}
 		return &s, nil
 	}
-	// ensure reads the Secret of ref, generating it first when the operator owns it and it is
-	// missing, and says what is wrong with it.
-	ensure := func(what, field, event string, ref hicachev1alpha1.SecretKeyReference, generated bool) error {
-		s, err := get(ref.Name)
+	// ensure reads the Secret name, generating it with build first when the operator owns it
+	// (generated) and it is missing, and says what is wrong with any of its keys.
+	ensure := func(what, field, event, name string, keys []string, generated bool, build func() (*corev1.Secret, error)) error {
+		s, err := get(name)
 		if err != nil {
-			return fmt.Errorf("reading the %s's Secret %s: %w", what, ref.Name, err)
+			return fmt.Errorf("reading the %s's Secret %s: %w", what, name, err)
 		}
 		if s == nil && generated {
-			key, err := newAdminKey()
-			if err != nil {
+			if s, err = build(); err != nil {
 				return fmt.Errorf("generating the %s: %w", what, err)
 			}
-			s = buildKeySecret(hcd, ref, key)
 			if err := r.Create(ctx, s); err != nil {
-				return fmt.Errorf("creating the %s's Secret %s: %w", what, ref.Name, err)
+				return fmt.Errorf("creating the %s's Secret %s: %w", what, name, err)
 			}
 			r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonAdminKeyGenerated, "GenerateAdminKey",
-				"Generated %s in Secret %s (key %s); %s", what, ref.Name, ref.Key, event)
+				"Generated %s in Secret %s (%s); %s", what, name, keyList(keys), event)
 		}
 		if generated && adoptableKeySecret(hcd, s) {
 			if err := r.adoptKeySecret(ctx, hcd, s, what); err != nil {
-				return fmt.Errorf("giving the %s's Secret %s its owner back: %w", what, ref.Name, err)
+				return fmt.Errorf("giving the %s's Secret %s its owner back: %w", what, name, err)
 			}
 		}
-		if msg := keySecretProblem(hcd, field, ref, s, generated); msg != "" {
-			return &conditionError{reason: hicachev1alpha1.ReasonKeySecretInvalid, message: msg}
+		for _, k := range keys {
+			if msg := keySecretProblem(hcd, field, hicachev1alpha1.SecretKeyReference{Name: name, Key: k}, s, generated); msg != "" {
+				return &conditionError{reason: hicachev1alpha1.ReasonKeySecretInvalid, message: msg}
+			}
 		}
 		return nil
 	}
+	one := func(ref hicachev1alpha1.SecretKeyReference) func() (*corev1.Secret, error) {
+		return func() (*corev1.Secret, error) {
+			key, err := newAdminKey()
+			if err != nil {
+				return nil, err
+			}
+			return buildKeySecret(hcd, ref, key), nil
+		}
+	}
 	admin, generated := resolve.AdminKeySecret(hcd)
-	if err := ensure("SGLang's admin API key", "spec.security.adminAPIKeySecretRef", "the admin endpoints take it as a bearer token", admin, generated); err != nil {
+	if err := ensure("SGLang's admin API key", "spec.security.adminAPIKeySecretRef", "the admin endpoints take it as a bearer token",
+		admin.Name, []string{admin.Key}, generated, one(admin)); err != nil {
+		return err
+	}
+	if err := ensure("the server keys", serverKeyField, "SGLang holds them, and the proxy in front of it presents them for the clients' keys",
+		resolve.ServerKeySecret(hcd.Name), serverKeyFields, true, func() (*corev1.Secret, error) { return buildServerKeySecret(hcd) }); err != nil {
 		return err
 	}
 	if hcd.Spec.Router != nil {
-		if err := ensure("the router's control-plane key", routerKeyField, "the router's /workers, /flush_cache and other management routes take it as a bearer token", resolve.RouterAdminKeySecret(hcd), true); err != nil {
+		ref := resolve.RouterAdminKeySecret(hcd)
+		if err := ensure("the router's control-plane key", routerKeyField, "the router's /workers, /flush_cache and other management routes take it as a bearer token",
+			ref.Name, []string{ref.Key}, true, one(ref)); err != nil {
 			return err
 		}
 	}
 	if ref := resolve.APIKeySecret(hcd); ref != nil {
-		s, err := get(ref.Name)
-		if err != nil {
-			return fmt.Errorf("reading the API key's Secret %s: %w", ref.Name, err)
-		}
-		if msg := keySecretProblem(hcd, "spec.security.apiKeySecretRef", *ref, s, false); msg != "" {
-			return &conditionError{reason: hicachev1alpha1.ReasonKeySecretInvalid, message: msg}
+		if err := ensure("API key", "spec.security.apiKeySecretRef", "", ref.Name, []string{ref.Key}, false, nil); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// keyList names the keys of a Secret in an Event: "key admin-api-key", "keys a, b".
+func keyList(keys []string) string {
+	if len(keys) == 1 {
+		return "key " + keys[0]
+	}
+	return "keys " + strings.Join(keys, ", ")
 }

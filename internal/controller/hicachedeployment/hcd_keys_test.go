@@ -29,14 +29,16 @@ func TestRankPodsTakeKeysFromSecrets(t *testing.T) {
 	}{
 		"generated admin key only": {
 			hcd:      testsupport.MakeHCD("q").TP(4).Obj(),
-			wantRefs: map[string]string{resolve.AdminAPIKeyEnv: "q-sglang-admin/admin-api-key"},
-			wantArgs: []string{"--admin-api-key", "$(HICACHE_ADMIN_API_KEY)"},
+			wantRefs: map[string]string{resolve.ServerAdminKeyEnv: "q-sglang-server/admin-api-key"},
+			wantArgs: []string{"--admin-api-key", "$(HICACHE_SERVER_ADMIN_KEY)"},
 		},
 		"both keys named": {
 			hcd: withKeys(testsupport.MakeHCD("q").TP(4).Obj(), &hicachev1alpha1.SecretKeyReference{Name: "ops", Key: "admin"},
 				&hicachev1alpha1.SecretKeyReference{Name: "clients", Key: "token"}),
-			wantRefs: map[string]string{resolve.AdminAPIKeyEnv: "ops/admin", resolve.APIKeyEnv: "clients/token"},
-			wantArgs: []string{"--admin-api-key", "$(HICACHE_ADMIN_API_KEY)", "--api-key", "$(HICACHE_API_KEY)"},
+			// SGLang holds the server keys, never the Secrets spec.security names (the proxy
+			// holds those).
+			wantRefs: map[string]string{resolve.ServerAdminKeyEnv: "q-sglang-server/admin-api-key", resolve.ServerAPIKeyEnv: "q-sglang-server/api-key"},
+			wantArgs: []string{"--admin-api-key", "$(HICACHE_SERVER_ADMIN_KEY)", "--api-key", "$(HICACHE_SERVER_API_KEY)"},
 		},
 	}
 	for name, tc := range cases {
@@ -47,7 +49,7 @@ func TestRankPodsTakeKeysFromSecrets(t *testing.T) {
 				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 					refs[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
 				}
-				if strings.Contains(e.Name, "API_KEY") && e.Value != "" {
+				if strings.Contains(e.Name, "_KEY") && e.Value != "" {
 					t.Errorf("variable %s has a literal value", e.Name)
 				}
 			}
@@ -66,7 +68,7 @@ func TestRankPodsTakeKeysFromSecrets(t *testing.T) {
 
 // The variables of the keys are the operator's: spec.template.env may not set them.
 func TestTemplateEnvMayNotSetTheKeys(t *testing.T) {
-	for _, name := range []string{resolve.AdminAPIKeyEnv, resolve.APIKeyEnv} {
+	for _, name := range []string{resolve.AdminAPIKeyEnv, resolve.APIKeyEnv, resolve.ServerAdminKeyEnv, resolve.ServerAPIKeyEnv, "HICACHE_ANYTHING"} {
 		_, err := resolve.Resolve(testsupport.MakeHCD("q").TP(4).Env(name, "literal").Obj())
 		if err == nil || !strings.Contains(err.Error(), "spec.template.env[0]") || !strings.Contains(err.Error(), name+" is set by the operator") {
 			t.Errorf("%s in spec.template.env: %v, want a refusal naming the field", name, err)

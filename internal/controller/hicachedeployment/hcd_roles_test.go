@@ -96,7 +96,7 @@ func TestBuildRoleGroups(t *testing.T) {
 			t.Errorf("%s: headless Service %s selects %v, want %s selecting %v", k, svc.Name, svc.Spec.Selector, w.name, sts.Spec.Selector.MatchLabels)
 		}
 		c := sts.Spec.Template.Spec.Containers[0]
-		args := sglang.ExpandVarRefs(c.Args, map[string]string{"NODE_RANK": "1", "POD_IP": "10.0.0.1", resolve.AdminAPIKeyEnv: "k"})
+		args := sglang.ExpandVarRefs(c.Args, map[string]string{"NODE_RANK": "1", "POD_IP": "10.0.0.1", resolve.ServerAdminKeyEnv: "k"})
 		if err := spec.Validate(args); err != nil {
 			t.Errorf("%s: the pinned SGLang release refuses the command line: %v", k, err)
 		}

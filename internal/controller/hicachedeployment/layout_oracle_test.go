@@ -230,7 +230,7 @@ func envClass(container, name string) (itemClass, string) {
 		return classDropped, "per pod"
 	case strings.HasPrefix(name, "MOONCAKE_") || strings.HasPrefix(name, "MC_"):
 		return classDropped, "which store and how to reach it"
-	case name == resolve.AdminAPIKeyEnv || name == resolve.APIKeyEnv:
+	case slices.Contains([]string{resolve.AdminAPIKeyEnv, resolve.APIKeyEnv, resolve.ServerAdminKeyEnv, resolve.ServerAPIKeyEnv}, name):
 		return classDropped, "credential"
 	case name == HubTokenEnv && container == "init "+hubDownloadContainer:
 		return classDropped, "credential"
@@ -252,6 +252,8 @@ var renderedEnvRules = map[string]struct {
 	"NODE_RANK":                    {classDropped, "per pod"},
 	resolve.AdminAPIKeyEnv:         {classDropped, "credential"},
 	resolve.APIKeyEnv:              {classDropped, "credential"},
+	resolve.ServerAdminKeyEnv:      {classDropped, "credential"},
+	resolve.ServerAPIKeyEnv:        {classDropped, "credential"},
 	HealthGenerationEnv:            {classDropped, "neutral: what /health does"},
 	"MOONCAKE_MASTER":              {classDropped, "which store and how to reach it"},
 	"MOONCAKE_TE_META_DATA_SERVER": {classDropped, "which store and how to reach it"},
