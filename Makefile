@@ -22,8 +22,9 @@ tools: ## Build the pinned toolchain into bin/ (control plane, kwok, helm, contr
 	hack/tools.sh
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, CRDs, RBAC and the chart's copies of them
+generate: ## Regenerate the profiles' CEL tables, deepcopy, CRDs, RBAC and the chart's copies of them
 	hack/tools.sh controller-gen
+	go run ./hack/profile-cel api/v1alpha1/hicachedeployment_types.go
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true rbac:roleName=manager-role \
 	  paths=./api/... paths=./internal/controller/... \
