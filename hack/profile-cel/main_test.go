@@ -25,7 +25,7 @@ func TestRewriteWritesTheTables(t *testing.T) {
 	for _, want := range []string{
 		"Enum=" + strings.Join(cache.ProfileNames(), ";") + "\ntype Profile string",
 		"'DeepSeekV4': ['DSPARK', 'EAGLE', 'NEXTN']", // DeepSeek-V4 packs MTP, EAGLE and DSpark
-		"'KimiK2': []",                               // no draft of Kimi-K2 is packed
+		"'KimiK2': []", // no draft of Kimi-K2 is packed
 		"'Qwen3Next': 'HybridMambaMHA'",
 	} {
 		if !strings.Contains(s, want) {
