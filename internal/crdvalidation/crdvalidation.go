@@ -148,6 +148,17 @@ func (v *Validator) Knows(gvk schema.GroupVersionKind) bool { return v.kinds[gvk
 // refuse it with: none means the server accepts it. The error is for an object of a kind the
 // validator does not know.
 func (v *Validator) Admit(ctx context.Context, obj map[string]any, namespace string) (map[string]any, field.ErrorList, error) {
+	return v.admit(ctx, obj, namespace, false)
+}
+
+// AdmitStatus is Admit for a write of obj's status subresource: the status is kept and
+// validated with the rest, against the schema and the rules that need no old object (the
+// server also runs transition rules against the stored object, which AdmitStatus has not).
+func (v *Validator) AdmitStatus(ctx context.Context, obj map[string]any, namespace string) (map[string]any, field.ErrorList, error) {
+	return v.admit(ctx, obj, namespace, true)
+}
+
+func (v *Validator) admit(ctx context.Context, obj map[string]any, namespace string, keepStatus bool) (map[string]any, field.ErrorList, error) {
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return nil, nil, err
@@ -166,7 +177,7 @@ func (v *Validator) Admit(ctx context.Context, obj map[string]any, namespace str
 	defaulting.PruneNonNullableNullsWithoutDefaults(decoded, k.structural)
 	defaulting.Default(decoded, k.structural)
 	// Creating: status belongs to the status subresource; the namespace is the request's.
-	if k.status {
+	if k.status && !keepStatus {
 		delete(decoded, "status")
 	}
 	if k.namespaced && u.GetNamespace() == "" && namespace != "" {

@@ -253,7 +253,8 @@ func (r *HiCacheDeploymentReconciler) drainAndFlush(ctx context.Context, hcd *hi
 		return nil
 	}
 	// 3. The namespace is empty: the new layout starts on the next reconcile.
-	obs.cache.LayoutHash, obs.cache.ShortHash, obs.cache.Facts = obs.resolved.Fingerprint, obs.resolved.ShortHash, obs.resolved.FactList()
+	obs.cache.LayoutHash, obs.cache.ShortHash = obs.resolved.Fingerprint, obs.resolved.ShortHash
+	setFacts(obs.cache, obs.resolved)
 	obs.cache.Since = &obs.now
 	obs.cache.LastFlush = flushRecord(cf)
 	return nil

@@ -433,15 +433,7 @@ func cacheStatus(hcd *hicachev1alpha1.HiCacheDeployment, obs *observed) (*hicach
 	} else {
 		cs.Backend = hcd.Spec.Storage.BackendRef.Name
 	}
-	facts := res.FactList()
-	cs.FactCount = int32(len(facts))
-	if len(facts) > hicachev1alpha1.MaxListedFacts {
-		facts = facts[:hicachev1alpha1.MaxListedFacts]
-	}
-	for i := range facts {
-		facts[i] = storeuse.Truncate(facts[i], 256)
-	}
-	cs.Facts = facts
+	setFacts(cs, res)
 	// since: when this namespace, layout and backend were first recorded.
 	if cs.Namespace != "" {
 		cs.Since = &obs.now
@@ -522,4 +514,23 @@ func joinKeys(keys []GroupKey) string {
 		parts[i] = k.String()
 	}
 	return strings.Join(parts, ", ")
+}
+
+// maxFactLength is the schema's bound of one listed fact (status.cache.facts items).
+const maxFactLength = 256
+
+// setFacts records the layout facts of res in cs as the schema bounds them: their count, and the
+// first MaxListedFacts of them, each cut to maxFactLength. Every write of the facts goes through
+// it: one fact list the API server refuses would get every status write of the deployment
+// refused.
+func setFacts(cs *hicachev1alpha1.CacheStatus, res *resolve.Resolved) {
+	facts := res.FactList()
+	cs.FactCount = int32(len(facts))
+	if len(facts) > hicachev1alpha1.MaxListedFacts {
+		facts = facts[:hicachev1alpha1.MaxListedFacts]
+	}
+	for i := range facts {
+		facts[i] = storeuse.Truncate(facts[i], maxFactLength)
+	}
+	cs.Facts = facts
 }

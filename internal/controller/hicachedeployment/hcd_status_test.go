@@ -1,7 +1,14 @@
 package hicachedeployment
 
 import (
+	"context"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"maps"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,12 +18,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	hicachev1alpha1 "github.com/hicache-io/hicache-operator/api/v1alpha1"
 	"github.com/hicache-io/hicache-operator/internal/controller/testsupport"
+	"github.com/hicache-io/hicache-operator/internal/crdvalidation"
 	"github.com/hicache-io/hicache-operator/internal/resolve"
+	"github.com/hicache-io/hicache-operator/internal/sglang"
 	"github.com/hicache-io/hicache-operator/internal/testutil"
 )
 
@@ -704,5 +714,122 @@ func TestFormedGroupsStatus(t *testing.T) {
 				t.Errorf("formedGroups (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The layout facts recorded in status fit the schema (status.cache.facts: 64 items of 256
+// characters) however many and however long the facts are: a list the API server refuses would
+// get every status write of the deployment refused. 60 layout variables, one of them 400
+// characters long, and the topology make over 64 facts; what setFacts records is admitted, the
+// list as resolved is not.
+func TestRecordedFactsFitTheSchema(t *testing.T) {
+	rules, err := sglang.EnvRules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kv []string
+	for _, name := range slices.Sorted(maps.Keys(rules)) {
+		if rules[name].Class == sglang.ArgLayout && strings.HasPrefix(name, "SGLANG_") && len(kv) < 120 {
+			v := "1"
+			if len(kv) == 0 {
+				v = strings.Repeat("x", 400)
+			}
+			kv = append(kv, name, v)
+		}
+	}
+	h := testsupport.MakeHCD("facts").TP(4).Env(kv...).Obj()
+	res, err := resolve.Resolve(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(res.FactList()); n <= hicachev1alpha1.MaxListedFacts {
+		t.Fatalf("only %d facts: the test would prove nothing", n)
+	}
+	v, err := crdvalidation.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admit := func(cs *hicachev1alpha1.CacheStatus) string {
+		t.Helper()
+		h := h.DeepCopy()
+		h.TypeMeta = metav1.TypeMeta{APIVersion: hicachev1alpha1.GroupVersion.String(), Kind: "HiCacheDeployment"}
+		h.Status.Cache = cs
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, errs, err := v.AdmitStatus(context.Background(), obj, "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return crdvalidation.Message(errs)
+	}
+	if msg := admit(&hicachev1alpha1.CacheStatus{Facts: res.FactList()}); !strings.Contains(msg, "facts") {
+		t.Fatalf("the facts as resolved are admitted (%q): the schema does not bound them, and the test would prove nothing", msg)
+	}
+	cs := &hicachev1alpha1.CacheStatus{}
+	setFacts(cs, res)
+	if msg := admit(cs); msg != "" {
+		t.Errorf("the recorded facts are refused: %s", msg)
+	}
+	if int(cs.FactCount) != len(res.FactList()) || len(cs.Facts) != hicachev1alpha1.MaxListedFacts {
+		t.Errorf("recorded %d of %d facts, counted %d", len(cs.Facts), len(res.FactList()), cs.FactCount)
+	}
+}
+
+// setFacts is the only writer of status.cache.facts in the controller: no other function of
+// the package assigns the field anything but nil, or sets it in a literal. (The Fixed-namespace
+// drain once wrote the facts unbounded, and every later status write was refused.)
+func TestFactsAreWrittenOnlyBySetFacts(t *testing.T) {
+	fset := token.NewFileSet()
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	writers := 0
+	for _, f := range files {
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.AssignStmt:
+					for i, l := range n.Lhs {
+						sel, ok := l.(*ast.SelectorExpr)
+						if !ok || sel.Sel.Name != "Facts" {
+							continue
+						}
+						if id, ok := n.Rhs[min(i, len(n.Rhs)-1)].(*ast.Ident); ok && id.Name == "nil" && len(n.Rhs) == len(n.Lhs) {
+							continue
+						}
+						writers++
+						if fn.Name.Name != "setFacts" {
+							t.Errorf("%s: %s writes .Facts; record the facts with setFacts, which bounds them as the schema does", fset.Position(n.Pos()), fn.Name.Name)
+						}
+					}
+				case *ast.KeyValueExpr:
+					if k, ok := n.Key.(*ast.Ident); ok && k.Name == "Facts" {
+						t.Errorf("%s: %s sets Facts in a literal; record the facts with setFacts", fset.Position(n.Pos()), fn.Name.Name)
+					}
+				}
+				return true
+			})
+		}
+	}
+	if writers != 1 {
+		t.Errorf("%d writes of .Facts found, want the one in setFacts: the check would prove nothing", writers)
 	}
 }
