@@ -8,7 +8,7 @@ import (
 
 // Profile names a built-in model architecture whose cache facts (attention kind, pools, which
 // drafts are packed) the operator knows.
-// +kubebuilder:validation:Enum=DeepSeekV3;DeepSeekV32;DeepSeekV4;GLM5;GptOss;KimiK2;KimiK3;Llama3;Qwen3;Qwen3Next
+// +kubebuilder:validation:Enum=DeepSeekV3;DeepSeekV32;DeepSeekV4;KimiK2;KimiK3;GLM5;Qwen3;Qwen3Next;Llama3;GptOss
 type Profile string
 
 // AttentionKind is how a model's attention KV is shaped, which decides whether its KV pools are

@@ -95,7 +95,7 @@ func Tables() []Table {
 
 var (
 	profileMap = regexp.MustCompile(`\{'[^{}]*\}\[self\.profile\]`)
-	enumLine   = regexp.MustCompile(`(?m)^(// \+kubebuilder:validation:Enum=)[A-Za-z0-9;]*\n(type Profile string)`)
+	enumLine   = regexp.MustCompile(`(?m)^(// \+kubebuilder:validation:Enum=)([A-Za-z0-9;]*)\n(type Profile string)`)
 	message    = regexp.MustCompile(`message="([^"]*)"`)
 )
 
@@ -103,10 +103,11 @@ var (
 // enum listing them.
 func Rewrite(src []byte, tables []Table) ([]byte, error) {
 	names := cache.ProfileNames()
-	if !enumLine.Match(src) {
+	m := enumLine.FindSubmatch(src)
+	if m == nil {
 		return nil, fmt.Errorf("no +kubebuilder:validation:Enum line above `type Profile string`")
 	}
-	src = enumLine.ReplaceAll(src, []byte("${1}"+strings.Join(names, ";")+"\n${2}"))
+	src = enumLine.ReplaceAll(src, []byte("${1}"+strings.Join(enumOrder(string(m[2]), names), ";")+"\n${3}"))
 	used := make([]bool, len(tables))
 	lines := strings.SplitAfter(string(src), "\n")
 	for i, l := range lines {
@@ -135,6 +136,25 @@ func Rewrite(src []byte, tables []Table) ([]byte, error) {
 		}
 	}
 	return []byte(strings.Join(lines, "")), nil
+}
+
+// enumOrder is the profiles names in the enum's order: those the enum (old, ";"-separated)
+// already lists where it lists them, then the new ones, sorted. The order is what the API
+// server's refusal of an unknown profile lists, and what generated specs draw from, so a new
+// profile does not reorder them.
+func enumOrder(old string, names []string) []string {
+	var out []string
+	for _, n := range strings.Split(old, ";") {
+		if slices.Contains(names, n) {
+			out = append(out, n)
+		}
+	}
+	for _, n := range names {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // celMap is the CEL map literal of value over the profiles names.

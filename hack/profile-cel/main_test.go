@@ -23,8 +23,8 @@ func TestRewriteWritesTheTables(t *testing.T) {
 	}
 	s := string(out)
 	for _, want := range []string{
-		"Enum=" + strings.Join(cache.ProfileNames(), ";") + "\ntype Profile string",
-		"'DeepSeekV4': ['DSPARK', 'EAGLE', 'NEXTN']", // DeepSeek-V4 packs MTP, EAGLE and DSpark
+		"Enum=" + strings.Join(cache.ProfileNames(), ";") + "\ntype Profile string", // none of Old and Names is a profile
+		"'DeepSeekV4': ['DSPARK', 'EAGLE', 'NEXTN']",                                // DeepSeek-V4 packs MTP, EAGLE and DSpark
 		"'KimiK2': []", // no draft of Kimi-K2 is packed
 		"'Qwen3Next': 'HybridMambaMHA'",
 	} {
@@ -62,5 +62,14 @@ func TestAttentionTable(t *testing.T) {
 		if got := strings.Join(fit(p).([]string), " "); got != want {
 			t.Errorf("%s: %q, want %q", name, got, want)
 		}
+	}
+}
+
+// The enum keeps its order: a profile it lists stays where it is, one it lacks comes last, one
+// that is gone leaves.
+func TestEnumOrder(t *testing.T) {
+	got := enumOrder("Qwen3;Gone;DeepSeekV3", []string{"DeepSeekV3", "GLM5", "Qwen3"})
+	if strings.Join(got, ";") != "Qwen3;DeepSeekV3;GLM5" {
+		t.Errorf("%v", got)
 	}
 }
