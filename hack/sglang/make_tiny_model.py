@@ -97,7 +97,19 @@ def deepseek_v3_config():
         qk_nope_head_dim=16,
         v_head_dim=16,
         max_position_embeddings=4096,
-        rope_theta=10000.0,
+        # YaRN, as the real model: SGLang's CPU rotary embedding for MLA is DeepSeek's YaRN
+        # only (layers/rotary_embedding/factory.py, get_rope_cpu: "Only deepseek_yarn is
+        # supported for CPU"). A factor of 1 leaves the positions unscaled.
+        rope_parameters={
+            "rope_type": "yarn",
+            "rope_theta": 10000.0,
+            "factor": 1.0,
+            "original_max_position_embeddings": 4096,
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+        },
         tie_word_embeddings=False,
         bos_token_id=1,
         eos_token_id=2,
@@ -124,6 +136,12 @@ def main() -> int:
         # One NextN (MTP) draft layer, stored as DeepSeek-V3 stores it: model.layers.<N> after
         # the target's layers, loaded by SGLang's DeepseekV3ForCausalLMNextN.
         config.num_nextn_predict_layers = 1
+        # Fields of DeepSeek-V3's own config.json that transformers' class does not define and
+        # SGLang's deepseek_v2.py reads.
+        config.moe_layer_freq = 1
+        config.topk_method = "noaux_tc"
+        config.scoring_func = "sigmoid"
+        config.ep_size = 1
     config.initializer_range = args.init_std
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     gen = torch.Generator().manual_seed(args.seed)

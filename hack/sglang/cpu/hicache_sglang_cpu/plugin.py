@@ -3,8 +3,7 @@ HiCache host pools run on the CPU engine.
 
 SGLang loads it with load_plugins() early in every process it starts (the server, the
 scheduler, the detokenizer), before any host pool exists. It changes nothing unless the CPU
-engine is on (SGLANG_USE_CPU_ENGINE=1), and then exactly two things, both gaps of 0.5.23 on
-CPU:
+engine is on (SGLANG_USE_CPU_ENGINE=1), and then the four below, each a gap of 0.5.23 on CPU:
 
 1. Host-pool memory. SGLang allocates a host pool with alloc_with_host_register, the default of
    pool_host.common.ALLOC_MEMORY_FUNCS, which calls cudaHostRegister (torch.cuda.cudart()) even
@@ -24,6 +23,16 @@ CPU:
    hash extension") and serves without L3 reads. The image build compiles the same source with
    SGLang's own loader and flags and installs the result as the module hicache_hash_cpp; here
    SGLang's loader is bound to that module.
+
+4. MLA attention on torch_native. DeepSeek's attention picks its forward method per batch from
+   a registry keyed by attention backend (models.deepseek_common.attention_backend_handler);
+   torch_native has no entry and takes triton's, which chooses plain MHA for a prefill without
+   a cached prefix. MHA hands the backend per-head K of qk_nope + qk_rope dims, but
+   torch_native attends over the KV pool, which for MLA holds the latent
+   (kv_lora_rank + qk_rope dims): the first prefill fails in scaled_dot_product_attention
+   ("Expected size for first two dimensions of batch2 tensor to be: [4, 32] but got:
+   [4, 48]"). Here torch_native is registered to take the absorbed MLA method always, which
+   attends over the latent pool as the backend expects.
 
 The kernel I/O backend stays unsupported on CPU (its ops take raw device-pointer tables): a
 server started with --hicache-io-backend kernel on CPU still fails at its first transfer, so
@@ -90,3 +99,9 @@ def register() -> None:
 
         native_hash._load_native_hash_module = _prebuilt
         logger.info("hicache-sglang-cpu: the L3 page hash is the prebuilt %s", PREBUILT_HASH_MODULE)
+
+    from sglang.srt.models.deepseek_common import attention_backend_handler
+    from sglang.srt.models.deepseek_common.attention_forward_methods.forward_methods import AttnForwardMethod
+
+    attention_backend_handler.AttentionBackendRegistry.register("torch_native", lambda attn, forward_batch: AttnForwardMethod.MLA)
+    logger.info("hicache-sglang-cpu: MLA attention on torch_native takes the absorbed method")
