@@ -222,9 +222,10 @@ var childKinds = []schema.GroupVersionKind{
 
 // expectedChildren is what a DeepSeek-V4 deployment of r serving groups owns: a StatefulSet, a
 // headless Service and a NetworkPolicy per group, the client Service, the deployment's
-// NetworkPolicy and ConfigMap, the generated admin key's Secret; and two rank pods per group.
+// NetworkPolicy and ConfigMap, the two Secrets the operator generates (these deployments name
+// no key Secret): the admin key's and the server keys'; and two rank pods per group.
 func expectedChildren(r int) map[string]int {
-	return map[string]int{"StatefulSet": r, "Service": r + 1, "NetworkPolicy": r + 1, "ConfigMap": 1, "Secret": 1, "Pod": nodesPerGroup * r}
+	return map[string]int{"StatefulSet": r, "Service": r + 1, "NetworkPolicy": r + 1, "ConfigMap": 1, "Secret": 2, "Pod": nodesPerGroup * r}
 }
 
 // checkChildren lists every object of every child kind in ns and requires each deployment to own
