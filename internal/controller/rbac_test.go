@@ -66,8 +66,8 @@ var rbacUses = map[grant]string{
 
 	// Secrets are read past the cache (the operator does not cache Secrets) and created when
 	// the user gives none.
-	{"", "secrets", "get"}:    "HiCacheDeploymentReconciler.ensureKeys: APIReader.Get",
-	{"", "secrets", "create"}: "HiCacheDeploymentReconciler.ensureKeys: Create of the generated admin key",
+	{"", "secrets", "get"}:    "HiCacheDeploymentReconciler.ensureKeySecret: APIReader.Get",
+	{"", "secrets", "create"}: "HiCacheDeploymentReconciler.ensureKeySecret: Create of a generated key Secret",
 	{"", "secrets", "patch"}:  "HiCacheDeploymentReconciler.adoptKeySecret: the generated admin key's owner reference put back",
 
 	{"", "configmaps", "get"}:    "HiCacheDeploymentReconciler.reconcileChildren: applier.apply reads the current one",

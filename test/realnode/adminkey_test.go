@@ -146,13 +146,13 @@ func TestAdminEndpointsRequireTheKey(t *testing.T) {
 	if logged != string(serverKeys.Data[resolve.ServerAdminKeyField]) || logged == key {
 		t.Fatalf("the logged admin key is not the server's (%d bytes logged)", len(logged))
 	}
-	for name, w := range map[string]int{
+	for name, got := range map[string]int{
 		"clear, the logged key":  call("POST", "/hicache/storage-backend/clear", "Bearer "+logged),
 		"flush, the logged key":  call("POST", "/flush_cache", "Bearer "+logged),
 		"detach, the logged key": call("DELETE", "/hicache/storage-backend", "Bearer "+logged),
 	} {
-		if w != http.StatusUnauthorized {
-			t.Errorf("%s: HTTP %d through the proxy, want 401", name, w)
+		if got != http.StatusUnauthorized {
+			t.Errorf("%s: HTTP %d through the proxy, want 401", name, got)
 		}
 	}
 }

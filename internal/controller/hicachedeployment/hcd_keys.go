@@ -77,13 +77,6 @@ func newAdminKey() ([]byte, error) {
 	return out, nil
 }
 
-// buildAdminKeySecret is the Secret of a generated admin key, owned by the deployment so that it
-// goes with it. Its value is set once, at creation; the operator never writes it again.
-func buildAdminKeySecret(hcd *hicachev1alpha1.HiCacheDeployment, key []byte) *corev1.Secret {
-	ref, _ := resolve.AdminKeySecret(hcd)
-	return buildKeySecret(hcd, ref, key)
-}
-
 // buildKeySecret is the Secret of a key the operator generates under ref.
 func buildKeySecret(hcd *hicachev1alpha1.HiCacheDeployment, ref hicachev1alpha1.SecretKeyReference, key []byte) *corev1.Secret {
 	return buildKeysSecret(hcd, ref.Name, map[string][]byte{ref.Key: key})
@@ -182,51 +175,22 @@ const routerKeyField = "spec.router (the router's control-plane key)"
 // generates them for every deployment.
 const serverKeyField = "the server keys the operator generates for SGLang"
 
-// ensureKeys checks the Secrets of SGLang's keys and generates the ones the operator owns: the
-// admin key's Secret when the deployment names none, the server keys' Secret, and the router's
-// control-plane key's Secret while it has spec.router; it returns a conditionError a user must
-// act on.
-func (r *HiCacheDeploymentReconciler) ensureKeys(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment) error {
-	get := func(name string) (*corev1.Secret, error) {
-		var s corev1.Secret
-		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: hcd.Namespace, Name: name}, &s)
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return &s, nil
-	}
-	// ensure reads the Secret name, generating it with build first when the operator owns it
-	// (generated) and it is missing, and says what is wrong with any of its keys.
-	ensure := func(what, field, event, name string, keys []string, generated bool, build func() (*corev1.Secret, error)) error {
-		s, err := get(name)
-		if err != nil {
-			return fmt.Errorf("reading the %s's Secret %s: %w", what, name, err)
-		}
-		if s == nil && generated {
-			if s, err = build(); err != nil {
-				return fmt.Errorf("generating the %s: %w", what, err)
-			}
-			if err := r.Create(ctx, s); err != nil {
-				return fmt.Errorf("creating the %s's Secret %s: %w", what, name, err)
-			}
-			r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonAdminKeyGenerated, "GenerateAdminKey",
-				"Generated %s in Secret %s (%s); %s", what, name, keyList(keys), event)
-		}
-		if generated && adoptableKeySecret(hcd, s) {
-			if err := r.adoptKeySecret(ctx, hcd, s, what); err != nil {
-				return fmt.Errorf("giving the %s's Secret %s its owner back: %w", what, name, err)
-			}
-		}
-		for _, k := range keys {
-			if msg := keySecretProblem(hcd, field, hicachev1alpha1.SecretKeyReference{Name: name, Key: k}, s, generated); msg != "" {
-				return &conditionError{reason: hicachev1alpha1.ReasonKeySecretInvalid, message: msg}
-			}
-		}
-		return nil
-	}
+// keySecret is one Secret of keys a deployment takes: what it holds and the field that names
+// it (for messages and Events), its name and keys, and, for one the operator generates, how to
+// build it with fresh keys.
+type keySecret struct {
+	what, field, event string
+	name               string
+	keys               []string
+	// build makes the Secret with fresh keys; nil for a Secret the user names.
+	build func() (*corev1.Secret, error)
+}
+
+// keySecrets are the Secrets of keys hcd takes, in the order the operator checks them: the admin
+// key's (generated when the deployment names none), the server keys', the router's
+// control-plane key's while it has spec.router (both generated), and the API key's when
+// spec.security names one.
+func keySecrets(hcd *hicachev1alpha1.HiCacheDeployment) []keySecret {
 	one := func(ref hicachev1alpha1.SecretKeyReference) func() (*corev1.Secret, error) {
 		return func() (*corev1.Secret, error) {
 			key, err := newAdminKey()
@@ -237,24 +201,64 @@ func (r *HiCacheDeploymentReconciler) ensureKeys(ctx context.Context, hcd *hicac
 		}
 	}
 	admin, generated := resolve.AdminKeySecret(hcd)
-	if err := ensure("SGLang's admin API key", "spec.security.adminAPIKeySecretRef", "the admin endpoints take it as a bearer token",
-		admin.Name, []string{admin.Key}, generated, one(admin)); err != nil {
-		return err
+	out := []keySecret{{what: "SGLang's admin API key", field: "spec.security.adminAPIKeySecretRef", event: "the admin endpoints take it as a bearer token",
+		name: admin.Name, keys: []string{admin.Key}}}
+	if generated {
+		out[0].build = one(admin)
 	}
-	if err := ensure("the server keys", serverKeyField, "SGLang holds them, and the proxy in front of it presents them for the clients' keys",
-		resolve.ServerKeySecret(hcd.Name), serverKeyFields, true, func() (*corev1.Secret, error) { return buildServerKeySecret(hcd) }); err != nil {
-		return err
-	}
+	out = append(out, keySecret{what: "the server keys", field: serverKeyField, event: "SGLang holds them, and the proxy in front of it presents them for the clients' keys",
+		name: resolve.ServerKeySecret(hcd.Name), keys: serverKeyFields, build: func() (*corev1.Secret, error) { return buildServerKeySecret(hcd) }})
 	if hcd.Spec.Router != nil {
 		ref := resolve.RouterAdminKeySecret(hcd)
-		if err := ensure("the router's control-plane key", routerKeyField, "the router's /workers, /flush_cache and other management routes take it as a bearer token",
-			ref.Name, []string{ref.Key}, true, one(ref)); err != nil {
+		out = append(out, keySecret{what: "the router's control-plane key", field: routerKeyField, event: "the router's /workers, /flush_cache and other management routes take it as a bearer token",
+			name: ref.Name, keys: []string{ref.Key}, build: one(ref)})
+	}
+	if ref := resolve.APIKeySecret(hcd); ref != nil {
+		out = append(out, keySecret{what: "API key", field: "spec.security.apiKeySecretRef", name: ref.Name, keys: []string{ref.Key}})
+	}
+	return out
+}
+
+// ensureKeys checks the Secrets of keySecrets and generates the ones the operator owns when they
+// are missing; it returns a conditionError a user must act on.
+func (r *HiCacheDeploymentReconciler) ensureKeys(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment) error {
+	for _, ks := range keySecrets(hcd) {
+		if err := r.ensureKeySecret(ctx, hcd, ks); err != nil {
 			return err
 		}
 	}
-	if ref := resolve.APIKeySecret(hcd); ref != nil {
-		if err := ensure("API key", "spec.security.apiKeySecretRef", "", ref.Name, []string{ref.Key}, false, nil); err != nil {
-			return err
+	return nil
+}
+
+// ensureKeySecret reads the Secret of ks, generating it first when the operator owns it and it
+// is missing, and says what is wrong with any of its keys.
+func (r *HiCacheDeploymentReconciler) ensureKeySecret(ctx context.Context, hcd *hicachev1alpha1.HiCacheDeployment, ks keySecret) error {
+	generated := ks.build != nil
+	var s *corev1.Secret
+	var got corev1.Secret
+	switch err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: hcd.Namespace, Name: ks.name}, &got); {
+	case err == nil:
+		s = &got
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading the %s's Secret %s: %w", ks.what, ks.name, err)
+	case generated:
+		if s, err = ks.build(); err != nil {
+			return fmt.Errorf("generating the %s: %w", ks.what, err)
+		}
+		if err := r.Create(ctx, s); err != nil {
+			return fmt.Errorf("creating the %s's Secret %s: %w", ks.what, ks.name, err)
+		}
+		r.Recorder.Eventf(hcd, nil, corev1.EventTypeNormal, hicachev1alpha1.ReasonAdminKeyGenerated, "GenerateAdminKey",
+			"Generated %s in Secret %s (%s); %s", ks.what, ks.name, keyList(ks.keys), ks.event)
+	}
+	if generated && adoptableKeySecret(hcd, s) {
+		if err := r.adoptKeySecret(ctx, hcd, s, ks.what); err != nil {
+			return fmt.Errorf("giving the %s's Secret %s its owner back: %w", ks.what, ks.name, err)
+		}
+	}
+	for _, k := range ks.keys {
+		if msg := keySecretProblem(hcd, ks.field, hicachev1alpha1.SecretKeyReference{Name: ks.name, Key: k}, s, generated); msg != "" {
+			return &conditionError{reason: hicachev1alpha1.ReasonKeySecretInvalid, message: msg}
 		}
 	}
 	return nil

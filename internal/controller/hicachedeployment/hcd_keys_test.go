@@ -44,16 +44,7 @@ func TestRankPodsTakeKeysFromSecrets(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			c := mustBuildGroup(t, tc.hcd, 0).Spec.Template.Spec.Containers[0]
-			refs := map[string]string{}
-			for _, e := range c.Env {
-				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-					refs[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
-				}
-				if strings.Contains(e.Name, "_KEY") && e.Value != "" {
-					t.Errorf("variable %s has a literal value", e.Name)
-				}
-			}
-			if diff := cmp.Diff(tc.wantRefs, refs); diff != "" {
+			if diff := cmp.Diff(tc.wantRefs, keyRefs(t, c)); diff != "" {
 				t.Errorf("secretKeyRef variables (-want +got):\n%s", diff)
 			}
 			joined := " " + strings.Join(c.Args, " ") + " "
@@ -199,16 +190,7 @@ func TestRouterTakesItsKeysFromSecrets(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := objs.Deployment.Spec.Template.Spec.Containers[0]
-			refs := map[string]string{}
-			for _, e := range c.Env {
-				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-					refs[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
-				}
-				if strings.Contains(e.Name, "KEY") && e.Value != "" {
-					t.Errorf("variable %s has a literal value", e.Name)
-				}
-			}
-			if diff := cmp.Diff(tc.wantRefs, refs); diff != "" {
+			if diff := cmp.Diff(tc.wantRefs, keyRefs(t, c)); diff != "" {
 				t.Errorf("the router's secretKeyRef variables (-want +got):\n%s", diff)
 			}
 			joined := " " + strings.Join(c.Args, " ") + " "
@@ -250,4 +232,27 @@ func TestGeneratedRouterKey(t *testing.T) {
 	if p := keySecretProblem(h, routerKeyField, ref, foreign, true); !strings.Contains(p, "router's control-plane key") {
 		t.Errorf("a Secret of that name that is not the deployment's: %q, want a refusal naming the router's key", p)
 	}
+}
+
+// buildAdminKeySecret is the Secret of a generated admin key, as ensureKeys creates it, owned by the deployment so that it
+// goes with it. Its value is set once, at creation; the operator never writes it again.
+func buildAdminKeySecret(hcd *hicachev1alpha1.HiCacheDeployment, key []byte) *corev1.Secret {
+	ref, _ := resolve.AdminKeySecret(hcd)
+	return buildKeySecret(hcd, ref, key)
+}
+
+// keyRefs are c's secretKeyRef variables, "secret/key" by name; a key variable with a literal
+// value fails the test.
+func keyRefs(t *testing.T, c corev1.Container) map[string]string {
+	t.Helper()
+	refs := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			refs[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		}
+		if strings.Contains(e.Name, "KEY") && e.Value != "" {
+			t.Errorf("variable %s has a literal value", e.Name)
+		}
+	}
+	return refs
 }

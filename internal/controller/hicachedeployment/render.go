@@ -120,13 +120,17 @@ func RenderChildren(hcd *hicachev1alpha1.HiCacheDeployment, cb *hicachev1alpha1.
 	if err != nil {
 		return nil, err
 	}
+	// The Secrets of the keys the operator generates, with fresh keys, as ensureKeys creates them.
 	var objs []client.Object
-	if _, generated := resolve.AdminKeySecret(hcd); generated {
-		key, err := newAdminKey()
+	for _, ks := range keySecrets(hcd) {
+		if ks.build == nil {
+			continue
+		}
+		sec, err := ks.build()
 		if err != nil {
 			return nil, err
 		}
-		objs = append(objs, buildAdminKeySecret(hcd, key))
+		objs = append(objs, sec)
 	}
 	applied := []client.Object{r.configMap, r.clientService}
 	if hcd.Spec.Router != nil {

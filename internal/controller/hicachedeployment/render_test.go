@@ -34,7 +34,7 @@ func TestRenderChildren(t *testing.T) {
 			t.Errorf("%T %s has no applied hash", o, o.GetName())
 		}
 	}
-	want := fmt.Sprint([]string{"*v1.Secret " + h.Name + "-sglang-admin", "*v1.ConfigMap " + h.Name + "-hicache", "*v1.Service " + h.Name,
+	want := fmt.Sprint([]string{"*v1.Secret " + h.Name + "-sglang-admin", "*v1.Secret " + h.Name + "-sglang-server", "*v1.ConfigMap " + h.Name + "-hicache", "*v1.Service " + h.Name,
 		"*v1.NetworkPolicy " + h.Name + "-sglang", "*v1.Service " + h.Name + "-0", "*v1.NetworkPolicy " + h.Name + "-0", "*v1.StatefulSet " + h.Name + "-0"})
 	if fmt.Sprint(got) != want {
 		t.Errorf("RenderChildren =\n%v\nwant\n%v", got, want)
@@ -74,7 +74,7 @@ func TestRenderChildrenOfRoles(t *testing.T) {
 		got = append(got, fmt.Sprintf("%T %s", o, o.GetName()))
 	}
 	var want []string
-	want = append(want, "*v1.Secret "+h.Name+"-sglang-admin", "*v1.ConfigMap "+h.Name+"-hicache", "*v1.Service "+h.Name)
+	want = append(want, "*v1.Secret "+h.Name+"-sglang-admin", "*v1.Secret "+h.Name+"-sglang-server", "*v1.Secret "+h.Name+"-router-admin", "*v1.ConfigMap "+h.Name+"-hicache", "*v1.Service "+h.Name)
 	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "Deployment"} {
 		want = append(want, "*v1."+kind+" "+h.Name+"-router")
 	}
